@@ -1,0 +1,75 @@
+"""Bits per byte on the whole validation split.
+
+    val_bpb = total nats / (ln 2 * total bytes)
+
+Every target token of the validation stream is scored exactly once (non-overlapping windows, the last partial
+window included). Two conventions decide which positions and bytes count:
+
+- `nanochat` (the competition's, the default): each token id stands for a fixed number of bytes (0 for special
+  tokens); positions whose target is special (BOS) are left out of both sums. With a lossless tokenizer the byte
+  total equals the UTF-8 length of the validation documents exactly.
+- `parameter-golf`: BOS targets count in the nats with 0 bytes, and a leading space counts one byte except
+  right after a special token. Its byte total can be smaller than the text's (one byte per document that
+  starts with a space).
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+
+import numpy as np
+import torch
+
+from .dataloader import eval_windows
+from .tokenizer import Tokenizer
+
+CONVENTIONS = ("nanochat", "parameter-golf")
+
+
+def bits_per_byte(total_nats: float, total_bytes: int) -> float:
+    return total_nats / (math.log(2) * total_bytes)
+
+
+def scored_bytes(tok: Tokenizer, inputs: np.ndarray, targets: np.ndarray, convention: str):
+    """(mask of scored positions, bytes per position) for one window under `convention`."""
+    base = tok.token_bytes[targets]
+    if convention == "nanochat":
+        mask = ~tok.is_special[targets]
+        return mask, np.where(mask, base, 0)
+    if convention == "parameter-golf":
+        after_special = tok.is_special[inputs] & tok.leading_space[targets]
+        return np.ones_like(targets, dtype=bool), base - after_special.astype(base.dtype)
+    raise ValueError(f"unknown bpb convention {convention!r}; choose one of {CONVENTIONS}")
+
+
+@torch.no_grad()
+def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
+                 device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
+    """Score `model` on the token stream `tokens`; both conventions, `convention` first."""
+    sums = {c: {"nats": 0.0, "bytes": 0, "tokens": 0} for c in CONVENTIONS}
+    was_training = model.training
+    model.eval()
+    try:
+        for w in eval_windows(tokens, seq_len, batch_size):
+            with autocast or nullcontext():
+                nats = model(w.inputs.to(device), w.targets.to(device), reduction="none")
+            nats = nats.double().cpu().numpy()
+            x, y = w.inputs.numpy(), w.targets.numpy()
+            for c in CONVENTIONS:
+                mask, nbytes = scored_bytes(tok, x, y, c)
+                sums[c]["nats"] += float(nats[mask].sum())
+                sums[c]["bytes"] += int(nbytes.sum())
+                sums[c]["tokens"] += int(mask.sum())
+    finally:
+        model.train(was_training)
+    by = {
+        c: {
+            "val_bpb": bits_per_byte(s["nats"], s["bytes"]),
+            "val_loss": s["nats"] / s["tokens"],
+            "val_tokens": s["tokens"],
+            "val_bytes": s["bytes"],
+        }
+        for c, s in sums.items()
+    }
+    return {**by[convention], "bpb_convention": convention, "by_convention": by}

@@ -1,0 +1,233 @@
+"""`frontier` / `python -m frontier`: the command line. It only wires the package's modules together.
+
+Bad input ends in one line, `error: <problem>; <fix>`, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .errors import UserError
+
+
+def _positive_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {s}); pass a number of seconds > 0")
+    return v
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{s!r} is not a whole number") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive (got {s})")
+    return v
+
+
+def _load_dataset(data: str | None, vocab_size: int):
+    from .data import Dataset, embedded_dataset
+
+    return Dataset(data) if data else embedded_dataset(vocab_size)
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def cmd_prepare(a) -> int:
+    from .data import prepare
+
+    ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=a.vocab_size, seed=a.seed)
+    m = ds.manifest
+    print(f"dataset: {ds.folder} (train {m['train']['tokens']:,} tokens, val {m['val']['tokens']:,} tokens, "
+          f"val bytes {m['val']['bytes']:,})")
+    return 0
+
+
+def cmd_train(a) -> int:
+    from .devices import select_device
+    from .recipes import resolve
+    from .trainer import train
+
+    device = select_device(a.device)
+    if a.resume:
+        from .config import RunConfig
+        from .records import load_record
+
+        rec = load_record(a.resume)
+        cfg = RunConfig.from_dict(rec["config"])
+        dataset = _load_dataset(a.data or rec["data"]["folder"], cfg.model.vocab_size)
+        run_dir = Path(a.resume)
+        seed = rec["seed"]
+    else:
+        if not a.recipe:
+            raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
+        cfg = resolve(a.recipe, a.profile, budget_s=a.budget)
+        dataset = _load_dataset(a.data, cfg.model.vocab_size)
+        seed = a.seed
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        run_dir = Path(a.out) if a.out else Path("runs") / cfg.profile / f"{cfg.recipe}-s{seed}-{stamp}"
+    print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}); "
+          f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}; run folder {run_dir}",
+          flush=True)
+    rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
+                progress=not a.no_progress, command=sys.argv)
+    print(f"run folder: {run_dir}")
+    print(f"loss curve: {run_dir / 'loss.png'}")
+    print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
+          f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})")
+    print(f"val_bpb={rec['val_bpb']:.6f}")
+    return 0
+
+
+def cmd_eval(a) -> int:
+    from .devices import select_device
+    from .trainer import evaluate_run
+
+    dataset = None
+    if a.data:
+        from .data import Dataset
+
+        dataset = Dataset(a.data)
+    score = evaluate_run(a.run, dataset, select_device(a.device))
+    print(f"val_loss={score['val_loss']:.6f} val_tokens={score['val_tokens']} val_bytes={score['val_bytes']} "
+          f"({score['bpb_convention']})")
+    print(f"val_bpb={score['val_bpb']:.6f}")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from .compare import compare, format_comparison
+
+    groups, diffs = compare(a.runs, by=a.by, metric=a.metric)
+    print(format_comparison(groups, diffs, a.metric))
+    return 0
+
+
+def cmd_recipes(a) -> int:
+    from .recipes import BEST, RECIPES
+
+    width = max(len(n) for n in RECIPES) + 2
+    for name, r in RECIPES.items():
+        parent = f" (= {r.parent} + ...)" if r.parent else ""
+        star = "  <- best" if name == BEST else ""
+        print(f"{name:<{width}}{r.summary}{parent}{star}")
+    return 0
+
+
+def cmd_profiles(a) -> int:
+    from .profiles import PROFILES
+
+    width = max(len(n) for n in PROFILES) + 2
+    for name, p in PROFILES.items():
+        print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
+              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s")
+    return 0
+
+
+def cmd_book(a) -> int:
+    from .book import run_book
+
+    return run_book(profile=a.profile, chapters=a.chapters, out=a.out, in_place=a.in_place)
+
+
+def cmd_bench(a) -> int:
+    from .bench import format_bench, run_bench
+
+    result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data)
+    print(format_bench(result))
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .devices import DEVICES
+
+    p = argparse.ArgumentParser(prog="frontier", description="Train, evaluate and compare the write-up's recipes.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("prepare", help="build a dataset folder (tokenizer, shards, manifest)",
+                       description="Build a dataset folder from the embedded corpus or your own text.")
+    s.add_argument("--out", required=True, help="the dataset folder to create (must not exist or be empty)")
+    s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the embedded corpus")
+    s.add_argument("--val-text", action="append", metavar="PATH", help="documents for the validation split (repeatable); default: a deterministic split of --text")
+    s.add_argument("--val-fraction", type=float, default=0.05, help="share of documents held out when there is no --val-text (default 0.05)")
+    s.add_argument("--vocab-size", type=int, default=1024, help="tokenizer vocabulary (cpu profile 1024, trn2 8192)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the document split")
+    s.set_defaults(func=cmd_prepare)
+
+    s = sub.add_parser("train", help="train a recipe within a budget", description="Train a recipe; the last line is val_bpb=<value>.")
+    s.add_argument("--recipe", help="recipe name (see `frontier recipes`), or 'best'")
+    s.add_argument("--profile", default="cpu", help="scale: smoke, cpu, gpu, trn2 (default cpu)")
+    s.add_argument("--data", help="dataset folder from `frontier prepare` (default: the embedded corpus)")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--budget", type=_positive_float, metavar="SECONDS", help="charged seconds (default: the profile's)")
+    g.add_argument("--steps", type=_positive_int, metavar="N", help="train exactly N steps instead of a budget")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", metavar="RUN_DIR", help="run folder (default runs/PROFILE/RECIPE-sSEED-TIME)")
+    s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    s.add_argument("--strict", action="store_true", help="make silent slow paths errors (e.g. recompiling after warm-up)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("eval", help="re-score a run's checkpoint", description="Evaluate a run's checkpoint on the validation split.")
+    s.add_argument("--run", required=True, metavar="RUN_DIR")
+    s.add_argument("--data", help="dataset folder (default: the one the run trained on)")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("compare", help="compare runs with their noise", description="Mean, spread and Welch t-test of runs grouped by recipe.")
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s.add_argument("--by", default="recipe", help="record field to group by (default recipe; also config_hash, profile, recipe+budget)")
+    s.add_argument("--metric", default="val_bpb", help="record field to compare (default val_bpb; e.g. tokens_per_s)")
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("book", help="re-run the notebooks with papermill", description="Execute the chapters with a profile's parameters.")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("--chapters", help="comma-separated chapter numbers, e.g. 01,02 (default: all)")
+    s.add_argument("--out", help="output folder (default build/book/PROFILE)")
+    s.add_argument("--in-place", action="store_true", help="refresh the committed notebooks, figures and run records")
+    s.set_defaults(func=cmd_book)
+
+    s = sub.add_parser("bench", help="time recipes side by side", description="Build each recipe once, warm up, then time them in alternation.")
+    s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s.add_argument("--profile", default="cpu")
+    s.add_argument("--steps", type=_positive_int, default=10, help="timed steps per repeat (default 10)")
+    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
+    s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("recipes", help="list the recipes")
+    s.set_defaults(func=cmd_recipes)
+    s = sub.add_parser("profiles", help="list the profiles")
+    s.set_defaults(func=cmd_profiles)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .trainer import RunStopped
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except RunStopped as e:
+        print(f"\n{e.status}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,126 @@
+"""Everything that decides what is trained, as frozen dataclasses.
+
+A run is fully described by a `RunConfig`: the model, the optimiser and the training loop. Profiles
+(`frontier.profiles`) choose sizes, recipes (`frontier.recipes`) choose features, and `resolve` in
+`frontier.recipes` combines the two. Nothing here is read from environment variables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BigramConfig:
+    """Hashed bigram embedding: a table row per (previous token, current token) pair."""
+
+    rows: int  # 2**19 in the write-up's final model
+    signs: bool = True  # a random +-1 per (prev XOR cur) mod 8192 keeps colliding bigrams apart
+    scale_init: float = 0.05  # learned scale on the table's output, added to the token embedding
+    update: str = "sparse"  # "sparse": only touched rows do work; "dense": AdamW over the whole table
+    lr: float = 0.05  # Adam learning rate of the table (before the schedule)
+
+
+@dataclass(frozen=True)
+class NGramConfig:
+    """An n-gram model counted from training tokens during the run, mixed into the logits."""
+
+    max_order: int = 16  # context orders 1..max_order (order n = the last n tokens)
+    buckets_log2: int = 18  # hashed contexts per order for orders >= 3
+    slots: int = 4  # continuations kept per hashed context (the rest of its mass backs off)
+    counting: str = "stream"  # "stream": count batches as they pass (first epoch); "shards": count train shards first
+    seen_log2: int = 24  # bits in the set of (context, token) pairs seen, for Witten-Bell's type counts
+    mix_lr: float = 0.02  # Adam learning rate of the mixture weights
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_kv_head: int
+    mlp_ratio: int = 4
+    rope_base: float = 10_000.0
+    logit_softcap: float = 15.0
+    attn_gate: bool = False  # per-head sigmoid gate on the attention output
+    network: bool = True  # False: no transformer at all (the n-gram model alone)
+    bigram: BigramConfig | None = None
+    ngram: NGramConfig | None = None
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+
+@dataclass(frozen=True)
+class OptimConfig:
+    """Muon for the matrices inside blocks, AdamW for embeddings, head and scalars; LR by elapsed fraction."""
+
+    matrix_lr: float = 0.02
+    embed_lr: float = 0.2
+    head_lr: float = 0.004
+    scalar_lr: float = 0.04
+    adam_lr_scale_dim: int = 768  # Adam lrs are scaled by (n_embd / this) ** -0.5, as in nanochat
+    adam_betas: tuple[float, float] = (0.8, 0.95)
+    adam_eps: float = 1e-10
+    weight_decay: float = 0.0
+    muon_momentum: float = 0.95
+    muon_momentum_start: float = 0.85
+    muon_momentum_warmup_steps: int = 300
+    ns_steps: int = 5
+    warmdown_frac: float = 0.5  # the last half of the budget decays linearly ...
+    final_lr_frac: float = 0.0  # ... to this fraction of the peak
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    seq_len: int
+    batch_size: int
+    budget_s: float  # charged seconds of training
+    uncharged_steps: int = 5  # the first steps (compilation, warm-up) are not charged ...
+    startup_allowance_s: float = 900.0  # ... up to this many seconds
+    compile: bool = False
+    eval_batch_size: int = 16
+    bpb_convention: str = "nanochat"  # or "parameter-golf"
+    log_every: int = 1
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    recipe: str
+    profile: str
+    model: ModelConfig
+    optim: OptimConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        m = dict(d["model"])
+        m["bigram"] = BigramConfig(**m["bigram"]) if m.get("bigram") else None
+        m["ngram"] = NGramConfig(**m["ngram"]) if m.get("ngram") else None
+        o = dict(d["optim"])
+        o["adam_betas"] = tuple(o["adam_betas"])
+        return cls(
+            recipe=d["recipe"],
+            profile=d["profile"],
+            model=ModelConfig(**m),
+            optim=OptimConfig(**o),
+            train=TrainConfig(**d["train"]),
+        )
+
+    def digest(self) -> str:
+        """A short hash of everything that decides what is trained."""
+        return stable_hash(self.to_dict())
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:length]

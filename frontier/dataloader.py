@@ -1,0 +1,84 @@
+"""Batches of training windows, and the validation split cut into windows that score every token once.
+
+Training: the train shards are cut into windows of `seq_len + 1` tokens (stride `seq_len`); each epoch visits
+every window once in an order drawn from the seed, so the same seed gives the same batches. The loader's
+position is part of a checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .errors import UserError
+
+
+class TrainLoader:
+    def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int):
+        self.shards, self.seq_len, self.batch_size, self.seed = shards, seq_len, batch_size, seed
+        starts = [np.arange(0, len(s) - seq_len, seq_len, dtype=np.int64) for s in shards]
+        self.windows = np.concatenate(
+            [np.stack([np.full_like(st, i), st], axis=1) for i, st in enumerate(starts)] or [np.zeros((0, 2), np.int64)]
+        )
+        if len(self.windows) < batch_size:
+            need = batch_size * (seq_len + 1)
+            have = sum(len(s) for s in shards)
+            raise UserError(
+                f"the training split has {have:,} tokens, fewer than one batch needs ({need:,})",
+                "give more training text or use a smaller profile",
+            )
+        self.epoch, self.cursor = 0, 0
+        self._order = self._permutation(0)
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
+
+    @property
+    def windows_per_epoch(self) -> int:
+        return len(self.windows) // self.batch_size * self.batch_size
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs, targets), each (batch_size, seq_len) int64 on the CPU."""
+        if self.cursor + self.batch_size > len(self._order):
+            self.epoch, self.cursor = self.epoch + 1, 0
+            self._order = self._permutation(self.epoch)
+        picks = self.windows[self._order[self.cursor : self.cursor + self.batch_size]]
+        self.cursor += self.batch_size
+        T = self.seq_len
+        rows = np.stack([self.shards[s][o : o + T + 1] for s, o in picks]).astype(np.int64)
+        rows = torch.from_numpy(rows)
+        return rows[:, :-1], rows[:, 1:]
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "cursor": self.cursor, "seed": self.seed}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.seed, self.epoch, self.cursor = state["seed"], state["epoch"], state["cursor"]
+        self._order = self._permutation(self.epoch)
+
+
+@dataclass(frozen=True)
+class EvalWindow:
+    inputs: torch.Tensor  # (B, T)
+    targets: torch.Tensor  # (B, T)
+
+
+def eval_windows(tokens: np.ndarray, seq_len: int, batch_size: int):
+    """Non-overlapping windows over the whole stream: every target (tokens[1:]) appears exactly once.
+
+    Full windows come in batches of `batch_size`; the last partial window comes alone, shorter.
+    """
+    n_targets = len(tokens) - 1
+    full = n_targets // seq_len
+    data = torch.from_numpy(np.asarray(tokens, dtype=np.int64))
+    for b in range(0, full, batch_size):
+        idx = torch.arange(b, min(b + batch_size, full)) * seq_len
+        grid = idx[:, None] + torch.arange(seq_len + 1)[None, :]
+        rows = data[grid]
+        yield EvalWindow(rows[:, :-1], rows[:, 1:])
+    rest = n_targets - full * seq_len
+    if rest:
+        rows = data[full * seq_len :][None, :]
+        yield EvalWindow(rows[:, :-1], rows[:, 1:])

@@ -1,0 +1,166 @@
+"""The device layer: which backend runs, how (dtype policy, compile backend, per-step sync), and why not others.
+
+Backends:
+- `cpu`: fp32, Inductor for torch.compile.
+- `cuda`: bf16 autocast over fp32 master weights, TF32 allowed, fused AdamW, Inductor.
+- `neuron-native`: TorchNeuron (torch-neuronx >= 2.13, device "neuron"), bf16 autocast over fp32 masters,
+  `torch.compile(backend="neuron")`.
+- `neuron-xla`: torch-neuronx <= 2.9 over torch_xla (device from `torch_xla.device()`), one `torch_xla.sync()`
+  per step, no torch.compile.
+
+The Neuron packages are never imported at module load, and a successful import proves nothing (PyPI holds empty
+stubs with the same names): a path counts as present only when the modules offer what it needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import UserError
+
+DEVICES = ("auto", "cpu", "cuda", "neuron")
+NEURON_INDEX = "https://pip.repos.neuron.amazonaws.com"
+
+
+@dataclass(frozen=True)
+class NeuronProbe:
+    path: str | None  # "native", "xla" or None
+    reason: str  # why no path is usable (empty when one is)
+    versions: dict = field(default_factory=dict)
+
+
+def _import(name: str):
+    try:
+        return importlib.import_module(name), None
+    except Exception as e:  # ImportError, or a broken install raising anything else
+        return None, f"{type(e).__name__}: {e}"
+
+
+def _major_minor(version: str) -> tuple[int, int]:
+    parts = version.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def probe_neuron() -> NeuronProbe:
+    """Which Neuron path the installed packages offer, judged by what they contain."""
+    tnx, err = _import("torch_neuronx")
+    if tnx is None:
+        return NeuronProbe(None, f"torch-neuronx is not installed ({err}); install it from the Neuron pip index {NEURON_INDEX}")
+    version = getattr(tnx, "__version__", None)
+    if not isinstance(version, str):
+        return NeuronProbe(
+            None,
+            "the installed torch_neuronx has no __version__: it is the empty PyPI stub, not the Neuron SDK; "
+            f"install torch-neuronx from {NEURON_INDEX}",
+        )
+    versions = {"torch_neuronx": version}
+    if _major_minor(version) >= (2, 13):  # native TorchNeuron (PrivateUse1 device "neuron")
+        module = getattr(torch, "neuron", None)
+        is_available = getattr(module, "is_available", None)
+        if not callable(is_available):
+            return NeuronProbe(None, f"torch-neuronx {version} did not register the 'neuron' device (torch.neuron is missing)", versions)
+        if not is_available():
+            return NeuronProbe(None, f"torch-neuronx {version} is installed but sees no NeuronCore (is this a Trn2 instance?)", versions)
+        return NeuronProbe("native", "", versions)
+    xla, err = _import("torch_xla")
+    if xla is None:
+        return NeuronProbe(None, f"torch-neuronx {version} is the XLA flavour but torch_xla does not import ({err})", versions)
+    versions["torch_xla"] = getattr(xla, "__version__", "unknown")
+    if not (callable(getattr(xla, "device", None)) and callable(getattr(xla, "sync", None))):
+        return NeuronProbe(None, f"torch_xla {versions['torch_xla']} lacks torch_xla.device()/torch_xla.sync()", versions)
+    return NeuronProbe("xla", "", versions)
+
+
+@dataclass
+class DeviceInfo:
+    kind: str  # cpu | cuda | neuron
+    backend: str  # cpu | cuda | neuron-native | neuron-xla
+    device: torch.device
+    dtype_policy: str
+    compile_backend: str | None  # None: this backend cannot torch.compile
+    versions: dict
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        return torch.bfloat16 if self.dtype_policy.startswith("bf16") else None
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    @property
+    def fused_optimizer(self) -> bool:
+        return self.backend == "cuda"
+
+    @property
+    def newton_schulz_dtype(self) -> torch.dtype:
+        return torch.bfloat16 if self.autocast_dtype is not None else torch.float32
+
+    def step_end(self) -> None:
+        """What must happen after every optimiser step: run the XLA graph, or wait for the GPU (for the clock)."""
+        if self.backend == "neuron-xla":
+            importlib.import_module("torch_xla").sync()
+        elif self.backend == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def describe(self) -> dict:
+        return {
+            "kind": self.kind,
+            "backend": self.backend,
+            "device": str(self.device),
+            "dtype_policy": self.dtype_policy,
+            "compile_backend": self.compile_backend,
+            "versions": self.versions,
+        }
+
+
+def _cpu() -> DeviceInfo:
+    return DeviceInfo("cpu", "cpu", torch.device("cpu"), "fp32", "inductor", {"torch": torch.__version__})
+
+
+def _cuda() -> DeviceInfo:
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    return DeviceInfo(
+        "cuda", "cuda", torch.device("cuda"), "bf16 autocast, fp32 master weights", "inductor",
+        {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)},
+    )
+
+
+def _neuron(probe: NeuronProbe) -> DeviceInfo:
+    versions = {"torch": torch.__version__, **probe.versions}
+    if probe.path == "native":
+        return DeviceInfo("neuron", "neuron-native", torch.device("neuron"), "bf16 autocast, fp32 master weights", "neuron", versions)
+    xla = importlib.import_module("torch_xla")
+    return DeviceInfo("neuron", "neuron-xla", torch.device(xla.device()), "bf16 autocast, fp32 master weights", None, versions)
+
+
+def select_device(requested: str = "auto") -> DeviceInfo:
+    """The backend for `--device`: auto prefers Neuron, then CUDA, then the CPU."""
+    if requested not in DEVICES:
+        raise UserError(f"unknown device {requested!r}", f"choose one of {', '.join(DEVICES)}")
+    if requested == "cpu":
+        return _cpu()
+    if requested == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError("--device cuda but torch sees no CUDA GPU", f"use --device cpu (torch {torch.__version__}, cuda {torch.version.cuda})")
+        return _cuda()
+    if requested == "neuron":
+        probe = probe_neuron()
+        if probe.path is None:
+            raise UserError(f"--device neuron is not usable: {probe.reason}", "see the README's Trainium section")
+        return _neuron(probe)
+    probe = probe_neuron()
+    if probe.path is not None:
+        return _neuron(probe)
+    if torch.cuda.is_available():
+        return _cuda()
+    return _cpu()

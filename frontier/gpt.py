@@ -1,0 +1,147 @@
+"""The GPT: the competition baseline's family, one readable screen per idea.
+
+- RMSNorm without learned weights, before attention, before the MLP, on the embedding and before the head.
+- Attention with rotary position embeddings (RoPE) and RMS-normalised queries and keys (QK-norm); optional
+  grouped KV heads; optional per-head sigmoid gate on the attention output (gated attention).
+- MLP with ReLU² (relu(x) squared), 4x wide.
+- Untied token embedding and head; logits soft-capped at `cap * tanh(z / cap)`.
+- Optional extras a recipe switches on: the hashed bigram embedding (`frontier.bigram`) added to the token
+  embedding, and the n-gram bias (`frontier.ngram`) added to the capped logits before the one softmax.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import ModelConfig
+
+
+def rms_norm(x: torch.Tensor) -> torch.Tensor:
+    return F.rms_norm(x, (x.size(-1),))
+
+
+class Rotary(nn.Module):
+    """cos/sin tables for rotating pairs of channels by an angle that grows with the position."""
+
+    def __init__(self, head_dim: int, max_seq_len: int, base: float):
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv_freq)
+        self.register_buffer("cos", angles.cos()[None, :, None, :], persistent=False)  # (1, T, 1, hd/2)
+        self.register_buffer("sin", angles.sin()[None, :, None, :], persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, T, H, hd)
+        T = x.size(1)
+        cos, sin = self.cos[:, :T].to(x.dtype), self.sin[:, :T].to(x.dtype)
+        x1, x2 = x.chunk(2, dim=-1)
+        return torch.cat([x1 * cos + x2 * sin, x2 * cos - x1 * sin], dim=-1)
+
+
+class CausalSelfAttention(nn.Module):
+    GATE_INPUTS = 12  # the gate reads the first few channels of the block input
+
+    def __init__(self, cfg: ModelConfig, rotary: Rotary):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = cfg.n_head, cfg.n_kv_head, cfg.head_dim
+        self.c_q = nn.Linear(cfg.n_embd, cfg.n_head * self.head_dim, bias=False)
+        self.c_k = nn.Linear(cfg.n_embd, cfg.n_kv_head * self.head_dim, bias=False)
+        self.c_v = nn.Linear(cfg.n_embd, cfg.n_kv_head * self.head_dim, bias=False)
+        self.c_proj = nn.Linear(cfg.n_head * self.head_dim, cfg.n_embd, bias=False)
+        # Gated attention: g = 2 * sigmoid(W x[:12]) per head; W starts at zero, so g starts at 1.
+        self.gate = nn.Linear(self.GATE_INPUTS, cfg.n_head, bias=False) if cfg.attn_gate else None
+        self.rotary = rotary
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.c_q(x).view(B, T, self.n_head, self.head_dim)
+        k = self.c_k(x).view(B, T, self.n_kv_head, self.head_dim)
+        v = self.c_v(x).view(B, T, self.n_kv_head, self.head_dim)
+        q, k = rms_norm(self.rotary(q)), rms_norm(self.rotary(k))
+        y = F.scaled_dot_product_attention(
+            q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+            is_causal=True, enable_gqa=self.n_kv_head != self.n_head,
+        ).transpose(1, 2)  # (B, T, H, hd)
+        if self.gate is not None:
+            y = y * (2 * torch.sigmoid(self.gate(x[..., : self.GATE_INPUTS])))[..., None]
+        return self.c_proj(y.reshape(B, T, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(cfg.n_embd, cfg.mlp_ratio * cfg.n_embd, bias=False)
+        self.c_proj = nn.Linear(cfg.mlp_ratio * cfg.n_embd, cfg.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.c_proj(F.relu(self.c_fc(x)).square())
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, rotary: Rotary):
+        super().__init__()
+        self.attn = CausalSelfAttention(cfg, rotary)
+        self.mlp = MLP(cfg)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(rms_norm(x))
+        return x + self.mlp(rms_norm(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, cfg: ModelConfig, max_seq_len: int):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
+        rotary = Rotary(cfg.head_dim, max_seq_len, cfg.rope_base)
+        self.blocks = nn.ModuleList([Block(cfg, rotary) for _ in range(cfg.n_layer)])
+        self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.bigram = None
+        if cfg.bigram is not None:
+            from .bigram import BigramEmbedding
+
+            self.bigram = BigramEmbedding(cfg.bigram, cfg.n_embd)
+        self.ngram = None
+        if cfg.ngram is not None:
+            from .ngram import NGramMix
+
+            self.ngram = NGramMix(cfg.ngram, cfg.vocab_size)
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.wte.weight, std=1.0)
+        nn.init.normal_(self.lm_head.weight, std=0.001)
+        for block in self.blocks:
+            for lin in (block.attn.c_q, block.attn.c_k, block.attn.c_v, block.mlp.c_fc):
+                bound = 3**0.5 * lin.in_features**-0.5  # uniform with std 1/sqrt(fan_in)
+                nn.init.uniform_(lin.weight, -bound, bound)
+            nn.init.zeros_(block.attn.c_proj.weight)  # every block starts as the identity
+            nn.init.zeros_(block.mlp.c_proj.weight)
+            if block.attn.gate is not None:
+                nn.init.zeros_(block.attn.gate.weight)
+
+    def logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """Capped float32 logits (B, T, V), with the n-gram bias added when the recipe mixes one in."""
+        x = self.wte(idx)
+        if self.bigram is not None:
+            x = x + self.bigram(idx)
+        x = rms_norm(x)
+        for block in self.blocks:
+            x = block(x)
+        z = self.lm_head(rms_norm(x)).float()
+        cap = self.cfg.logit_softcap
+        z = cap * torch.tanh(z / cap)
+        if self.ngram is not None:
+            z = z + self.ngram.bias(idx)
+        return z
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        """Cross-entropy in nats: a scalar (`mean`) or one value per position (`none`, shape (B, T))."""
+        z = self.logits(idx)
+        loss = F.cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), reduction=reduction)
+        return loss.view(targets.shape) if reduction == "none" else loss
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

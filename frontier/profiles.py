@@ -1,0 +1,123 @@
+"""Profiles: how big everything is on a given machine. Recipes say what is trained; profiles say at what scale.
+
+- `smoke`: seconds, for tests and CI.
+- `cpu`: a real mini-competition on a 2-core laptop CPU (a few minutes a run); the committed notebooks show it.
+- `gpu`: the competition baseline's size on one CUDA GPU.
+- `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import UserError
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    summary: str
+    vocab_size: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_kv_head: int
+    seq_len: int
+    batch_size: int
+    budget_s: float
+    bigram_rows: int
+    ngram_buckets_log2: int
+    ngram_seen_log2: int
+    eval_batch_size: int
+    seeds: int  # how many seeds the chapters train per recipe
+    log_every: int = 1
+    uncharged_steps: int = 5
+    startup_allowance_s: float = 900.0
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in [
+        Profile(
+            name="smoke",
+            summary="seconds per run: a tiny model for tests and CI",
+            vocab_size=512,
+            n_layer=2,
+            n_embd=64,
+            n_head=2,
+            n_kv_head=2,
+            seq_len=64,
+            batch_size=8,
+            budget_s=4.0,
+            bigram_rows=2**12,
+            ngram_buckets_log2=12,
+            ngram_seen_log2=16,
+            eval_batch_size=16,
+            seeds=2,
+            uncharged_steps=2,
+        ),
+        Profile(
+            name="cpu",
+            summary="a few minutes per run on 2 CPU cores; the numbers the committed notebooks show",
+            vocab_size=1024,
+            n_layer=4,
+            n_embd=192,
+            n_head=3,
+            n_kv_head=3,
+            seq_len=256,
+            batch_size=16,
+            budget_s=180.0,
+            bigram_rows=2**16,
+            ngram_buckets_log2=18,
+            ngram_seen_log2=24,
+            eval_batch_size=32,
+            seeds=3,
+            log_every=5,
+        ),
+        Profile(
+            name="gpu",
+            summary="one CUDA GPU: the competition baseline's model (depth 10, width 640, ~60M parameters)",
+            vocab_size=8192,
+            n_layer=10,
+            n_embd=640,
+            n_head=5,
+            n_kv_head=5,
+            seq_len=2048,
+            batch_size=32,
+            budget_s=1800.0,
+            bigram_rows=2**19,
+            ngram_buckets_log2=20,
+            ngram_seen_log2=28,
+            eval_batch_size=32,
+            seeds=3,
+            log_every=10,
+        ),
+        Profile(
+            name="trn2",
+            summary="the competition: one Trn2 chip, 1,800 charged seconds, the baseline's model (depth 10, ~60M)",
+            vocab_size=8192,
+            n_layer=10,
+            n_embd=640,
+            n_head=5,
+            n_kv_head=5,
+            seq_len=2048,
+            batch_size=32,
+            budget_s=1800.0,
+            bigram_rows=2**19,
+            ngram_buckets_log2=20,
+            ngram_seen_log2=28,
+            eval_batch_size=32,
+            seeds=3,
+            log_every=10,
+        ),
+    ]
+}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UserError(
+            f"unknown profile {name!r}", f"choose one of {', '.join(PROFILES)} (see `frontier profiles`)"
+        ) from None

@@ -1,0 +1,92 @@
+"""Recipes: the write-up's steps as code. Each recipe is its parent plus one change.
+
+`resolve(recipe, profile)` turns a recipe and a profile into the `RunConfig` a run records. `best` names the
+current best recipe (what `make demo` trains).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .config import BigramConfig, ModelConfig, NGramConfig, OptimConfig, RunConfig, TrainConfig
+from .errors import UserError
+from .profiles import Profile, get_profile
+
+
+@dataclass(frozen=True)
+class Features:
+    """What a recipe switches on. Sizes come from the profile."""
+
+    network: bool = True
+    compile: bool = False
+    attn_gate: bool = False
+    bigram: bool = False
+    bigram_update: str = "sparse"
+    ngram: bool = False
+    ngram_counting: str = "stream"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    summary: str
+    features: Features
+    parent: str | None = None
+
+    def derive(self, name: str, summary: str, **changes) -> "Recipe":
+        return Recipe(name, summary, dataclasses.replace(self.features, **changes), parent=self.name)
+
+
+BASELINE = Recipe(
+    "baseline",
+    "the competition baseline: RMSNorm, RoPE, QK-norm, ReLU^2, softcap; Muon + AdamW; eager",
+    Features(),
+)
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE]}
+BEST = "baseline"
+
+
+def get_recipe(name: str) -> Recipe:
+    if name == "best":
+        name = BEST
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise UserError(
+            f"unknown recipe {name!r}", f"choose one of {', '.join(RECIPES)} or 'best' (see `frontier recipes`)"
+        ) from None
+
+
+def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None) -> RunConfig:
+    """The full configuration of `recipe` at the scale of `profile` (optionally with another budget)."""
+    r = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    f = r.features
+    model = ModelConfig(
+        vocab_size=p.vocab_size,
+        n_layer=p.n_layer,
+        n_embd=p.n_embd,
+        n_head=p.n_head,
+        n_kv_head=p.n_kv_head,
+        attn_gate=f.attn_gate,
+        network=f.network,
+        bigram=BigramConfig(rows=p.bigram_rows, update=f.bigram_update) if f.bigram else None,
+        ngram=(
+            NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting)
+            if f.ngram
+            else None
+        ),
+    )
+    train = TrainConfig(
+        seq_len=p.seq_len,
+        batch_size=p.batch_size,
+        budget_s=float(p.budget_s if budget_s is None else budget_s),
+        uncharged_steps=p.uncharged_steps,
+        startup_allowance_s=p.startup_allowance_s,
+        compile=f.compile,
+        eval_batch_size=p.eval_batch_size,
+        log_every=p.log_every,
+    )
+    return RunConfig(recipe=r.name, profile=p.name, model=model, optim=OptimConfig(), train=train)

@@ -1,0 +1,98 @@
+"""Run records: `RUN_DIR/result.json`, written by the trainer, read by notebooks, `compare` and `eval`.
+
+A record holds the recipe, profile and fully resolved config, the seed, the hardware and software, the code
+version (git SHA, dirty or not), the data manifest's hash, the clock (budget, charged and uncharged seconds),
+the score (val_bpb with its convention, val_loss, val_tokens, val_bytes), the status (finished, interrupted,
+diverged, running), the implementation that ran for each op, and the loss curve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from .errors import UserError
+
+RECORD = "result.json"
+_REPO = Path(__file__).resolve().parent.parent
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware(device: torch.device | None = None) -> dict:
+    info = {
+        "cpu": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "system": platform.system(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+    }
+    if device is not None and device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+        info["cuda"] = torch.version.cuda
+    return info
+
+
+def code_version() -> dict:
+    """The git SHA of the checkout this package runs from, and whether tracked files differ from it."""
+
+    def git(*args) -> str | None:
+        try:
+            out = subprocess.run(["git", "-C", str(_REPO), *args], capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    sha = git("rev-parse", "HEAD")
+    if sha is None:
+        from . import __version__
+
+        return {"git_sha": None, "dirty": None, "package_version": __version__}
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "frontier", "pyproject.toml")
+    return {"git_sha": sha, "dirty": bool(dirty)}
+
+
+def write_record(run_dir: str | Path, record: dict) -> Path:
+    path = Path(run_dir) / RECORD
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _jsonable(x):
+    if hasattr(x, "tolist"):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"cannot store {type(x).__name__} in a run record")
+
+
+def load_record(run: str | Path) -> dict:
+    """A record from a run folder (or its result.json); one clear error if there is none."""
+    p = Path(run)
+    path = p / RECORD if p.is_dir() else p
+    if not path.is_file():
+        raise UserError(f"{str(p)!r} holds no run record ({RECORD})", "pass a run folder written by `frontier train`")
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        raise UserError(f"{str(path)!r} is not valid JSON", "re-run or re-evaluate that run") from None
+    rec.setdefault("run_dir", str(path.parent))
+    return rec

@@ -1,0 +1,292 @@
+"""The trainer: train a recipe inside a charged budget, evaluate it, and leave a run folder behind.
+
+A run folder holds `result.json` (the run record, written at the start with status `running` and rewritten at
+the end), `checkpoint.pt`, and `loss.png`. Ctrl-C or SIGTERM finishes the current step, saves a checkpoint and a
+record with status `interrupted`; `resume` continues it. A NaN or infinite loss stops the run with status
+`diverged` (checkpoint and record kept). Evaluation and checkpointing are never charged.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from . import records
+from .bpb import evaluate_bpb
+from .clock import BudgetClock
+from .compile import CompileWatch, compile_model
+from .config import RunConfig
+from .data import Dataset
+from .dataloader import TrainLoader
+from .devices import DeviceInfo
+from .errors import UserError
+from .gpt import GPT
+from .kernels import implementations
+from .optim import Optimizers
+
+CHECKPOINT = "checkpoint.pt"
+DIVERGED_CHECKPOINT = "checkpoint-diverged.pt"
+EXIT_DIVERGED = 3
+EXIT_INTERRUPTED = 130
+
+
+class RunStopped(Exception):
+    """Raised after the record and checkpoint are safely written, so the CLI can exit non-zero."""
+
+    def __init__(self, status: str, message: str, record: dict):
+        super().__init__(message)
+        self.status, self.record = status, record
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_DIVERGED if self.status == "diverged" else EXIT_INTERRUPTED
+
+
+def build_model(cfg: RunConfig) -> torch.nn.Module:
+    if not cfg.model.network:
+        from .ngram import NGramOnly
+
+        return NGramOnly(cfg.model.ngram, cfg.model.vocab_size)
+    return GPT(cfg.model, max_seq_len=cfg.train.seq_len)
+
+
+class _StopFlag:
+    """SIGINT/SIGTERM set a flag that the loop checks after each step; a second signal acts as usual."""
+
+    def __init__(self):
+        self.signal = None
+        self._old = {}
+
+    def __enter__(self):
+        for s in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._old[s] = signal.signal(s, self._handle)
+            except ValueError:  # not the main thread: no handlers
+                pass
+        return self
+
+    def _handle(self, signum, frame):
+        self.signal = signal.Signals(signum).name
+        for s, old in self._old.items():
+            signal.signal(s, old)
+
+    def __exit__(self, *exc):
+        for s, old in self._old.items():
+            signal.signal(s, old)
+
+
+class Progress:
+    """One line that redraws on a terminal; a line every tenth of the run otherwise (logs, notebooks)."""
+
+    def __init__(self, enabled: bool, stream=None):
+        self.enabled, self.stream = enabled, stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.next_tenth = 1
+
+    def update(self, clock: BudgetClock, loss: float, tok_s: float, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        frac = min(clock.fraction, 1.0)
+        if clock.max_steps:
+            where = f"step {clock.steps}/{clock.max_steps}"
+        else:
+            where = f"{clock.charged_s:6.1f}/{clock.budget_s:.0f}s step {clock.steps}"
+        bar = "#" * int(frac * 20) + "." * (20 - int(frac * 20))
+        line = f"[{bar}] {where} loss {loss:.4f} {tok_s:,.0f} tok/s"
+        if self.tty:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+            self.stream.flush()
+        elif final or frac * 10 >= self.next_tenth:
+            self.next_tenth = int(frac * 10) + 1
+            print(line, file=self.stream, flush=True)
+
+
+def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UserError(f"cannot write to run folder {str(run_dir)!r} ({e.strerror})", "pass a writable --out") from None
+    if not resume and (run_dir / records.RECORD).exists():
+        raise UserError(
+            f"{str(run_dir)!r} already holds a run", "choose another --out, or continue it with --resume"
+        )
+
+
+def _save(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(payload, tmp)
+    tmp.replace(path)
+
+
+def train(
+    cfg: RunConfig,
+    dataset: Dataset,
+    run_dir: str | Path,
+    device: DeviceInfo,
+    seed: int = 0,
+    steps: int | None = None,
+    resume: bool = False,
+    strict: bool = False,
+    progress: bool = True,
+    command: list[str] | None = None,
+    log=print,
+) -> dict:
+    """Train `cfg` on `dataset` and return the run record (also in `run_dir/result.json`)."""
+    run_dir = Path(run_dir)
+    dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
+    if cfg.train.budget_s <= 0 and not steps:
+        raise UserError(f"budget must be positive (got {cfg.train.budget_s})", "pass --budget SECONDS > 0")
+    if steps is not None and steps <= 0:
+        raise UserError(f"--steps must be positive (got {steps})", "pass --steps N > 0")
+    _prepare_run_dir(run_dir, resume)
+    ckpt = None
+    if resume:
+        if not (run_dir / CHECKPOINT).is_file():
+            raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume", "resume a run folder that was interrupted")
+        ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
+        cfg, seed, steps = RunConfig.from_dict(ckpt["config"]), ckpt["seed"], ckpt["clock"]["max_steps"]
+        old = records.load_record(run_dir)
+        if old.get("status") == "finished":
+            raise UserError(f"{str(run_dir)!r} already finished", "start a new run with another --out")
+
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    model = build_model(cfg).to(device.device)
+    opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype)
+    loader = TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed)
+    clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
+    curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
+    if ckpt is not None:
+        model.load_state_dict(ckpt["model"])
+        opts.load_state_dict(ckpt["optim"])
+        loader.load_state_dict(ckpt["loader"])
+        clock = BudgetClock.from_state(ckpt["clock"])
+        curve = ckpt["curve"]
+        torch.set_rng_state(ckpt["rng"])
+
+    base_record = {
+        "recipe": cfg.recipe,
+        "profile": cfg.profile,
+        "config": cfg.to_dict(),
+        "config_hash": cfg.digest(),
+        "seed": seed,
+        "command": command,
+        "device": device.describe(),
+        "hardware": records.hardware(device.device),
+        "code": records.code_version(),
+        "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash},
+        "params": sum(p.numel() for p in model.parameters()),
+        "strict": strict,
+        "implementations": implementations(cfg, device),
+    }
+
+    def record(status: str, **extra) -> dict:
+        tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
+        rec = {
+            **base_record,
+            "status": status,
+            "budget_s": cfg.train.budget_s,
+            "max_steps": clock.max_steps,
+            "charged_s": clock.charged_s,
+            "uncharged_s": clock.uncharged_s,
+            "wall_s": clock.wall_s,
+            "first_step_s": clock.first_step_s,
+            "steps": clock.steps,
+            "tokens": clock.steps * tokens_per_step,
+            "tokens_per_s": clock.charged_steps * tokens_per_step / clock.charged_s if clock.charged_s else None,
+            "compile": watch.summary(),
+            "curve": curve,
+            **extra,
+        }
+        records.write_record(run_dir, rec)
+        return rec
+
+    def checkpoint(path: Path) -> None:
+        _save(path, {
+            "config": cfg.to_dict(), "seed": seed, "model": model.state_dict(), "optim": opts.state_dict(),
+            "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "rng": torch.get_rng_state(),
+        })
+
+    watch = CompileWatch(cfg.train.compile, strict, log)
+    step_model = compile_model(model, device) if cfg.train.compile else model
+    record("running")
+    last_loss, t_last = float("nan"), 0.0
+    show = Progress(progress)
+    with _StopFlag() as stop:
+        while not clock.done:
+            t0 = time.perf_counter()
+            x, y = loader.next_batch()
+            x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
+            with device.autocast():
+                loss = step_model(x, y)
+            loss.backward()
+            lr_mult = opts.step(clock.fraction, clock.steps, x)
+            opts.zero_grad()
+            device.step_end()
+            last_loss = float(loss.detach())
+            clock.add_step(time.perf_counter() - t0)
+            if clock.steps >= clock.uncharged_steps:
+                watch.warmup_done()  # the first call marks the end of warm-up
+            if clock.steps % cfg.train.log_every == 0 or clock.done or not math.isfinite(last_loss):
+                for k, v in zip(curve, (clock.steps, clock.charged_s, last_loss, lr_mult)):
+                    curve[k].append(v)
+            if not math.isfinite(last_loss):
+                checkpoint(run_dir / DIVERGED_CHECKPOINT)
+                rec = record("diverged", val_bpb=None, diverged_at_step=clock.steps)
+                msg = (f"diverged at step {clock.steps}: loss is {last_loss}; the state is in "
+                       f"{run_dir / DIVERGED_CHECKPOINT}; lower the learning rates or check the data")
+                raise RunStopped("diverged", msg, rec)
+            watch.after_step(clock.steps)
+            t_now = time.perf_counter()
+            if t_now - t_last > 0.5 or clock.done:
+                t_last = t_now
+                tok_s = clock.charged_steps * x.numel() / clock.charged_s if clock.charged_s else 0.0
+                show.update(clock, last_loss, tok_s, final=clock.done)
+            if stop.signal:
+                checkpoint(run_dir / CHECKPOINT)
+                rec = record("interrupted", val_bpb=None, signal=stop.signal)
+                raise RunStopped("interrupted", f"{stop.signal} at step {clock.steps}: saved {run_dir / CHECKPOINT}; "
+                                 f"continue with --resume {run_dir}", rec)
+
+    checkpoint(run_dir / CHECKPOINT)
+    t0 = time.perf_counter()
+    score = evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
+                         device.device, cfg.train.bpb_convention, device.autocast())
+    rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, **score)
+    plot_run(rec, run_dir / "loss.png")
+    return rec
+
+
+def plot_run(rec: dict, path: Path) -> None:
+    from .figures import loss_curve_figure, save_figure
+
+    save_figure(loss_curve_figure([rec]), path)
+
+
+def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print) -> dict:
+    """Re-score a run's checkpoint on the validation split (`frontier eval`)."""
+    run_dir = Path(run_dir)
+    rec = records.load_record(run_dir)
+    if not (run_dir / CHECKPOINT).is_file():
+        raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT}", "evaluate a run folder written by `frontier train`")
+    ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
+    cfg = RunConfig.from_dict(ckpt["config"])
+    if dataset is None:
+        dataset = Dataset(rec["data"]["folder"])
+    dataset.check_vocab(cfg.model.vocab_size, f"the run in {str(run_dir)!r}")
+    if dataset.manifest_hash != rec["data"]["manifest_hash"]:
+        log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "
+            f"{rec['data']['manifest_hash']})")
+    model = build_model(cfg).to(device.device)
+    model.load_state_dict(ckpt["model"])
+    return evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
+                        device.device, cfg.train.bpb_convention, device.autocast())
