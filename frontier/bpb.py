@@ -73,3 +73,34 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
         for c, s in sums.items()
     }
     return {**by[convention], "bpb_convention": convention, "by_convention": by}
+
+
+@torch.no_grad()
+def score_text(model, tok: Tokenizer, text: str, seq_len: int = 256, device="cpu") -> dict:
+    """Token by token, how one piece of text is scored: its bytes, and its nats under `model` (None: uniform).
+
+    The text is scored as the start of a document (BOS, then its tokens), in windows of `seq_len` as in the
+    validation stream.
+    """
+    ids = tok.encode_document(text)
+    if model is None:
+        nats = np.full(len(ids) - 1, math.log(tok.vocab_size))
+    else:
+        was_training = model.training
+        model.eval()
+        parts = [model(w.inputs.to(device), w.targets.to(device), reduction="none").flatten()
+                 for w in eval_windows(np.array(ids), seq_len, batch_size=1)]
+        nats = torch.cat(parts).double().cpu().numpy()
+        model.train(was_training)
+    rows = []
+    for t, n in zip(ids[1:], nats):
+        rows.append({
+            "token": int(t),
+            "text": repr(tok.decode([t]))[1:-1].replace(" ", "\u2423") if not tok.is_special[t] else tok.piece(t),
+            "bytes": int(tok.token_bytes[t]),
+            "nats": float(n),
+            "bits": float(n) / math.log(2),
+        })
+    total_nats, total_bytes = float(nats.sum()), int(sum(r["bytes"] for r in rows))
+    return {"rows": rows, "nats": total_nats, "bytes": total_bytes, "utf8_bytes": len(text.encode("utf-8")),
+            "bpb": bits_per_byte(total_nats, total_bytes)}

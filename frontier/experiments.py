@@ -21,6 +21,27 @@ from .recipes import resolve
 from .trainer import train
 
 
+# The model sizes chapter 01 tries before fixing a profile's size (one seed each, at the profile's budget).
+SIZE_SWEEPS: dict[str, list[dict]] = {
+    "smoke": [dict(n_layer=1, n_embd=64, n_head=2, n_kv_head=2), dict(n_layer=2, n_embd=64, n_head=2, n_kv_head=2)],
+    "cpu": [
+        dict(n_layer=2, n_embd=128, n_head=2, n_kv_head=2),
+        dict(n_layer=4, n_embd=128, n_head=2, n_kv_head=2),
+        dict(n_layer=6, n_embd=128, n_head=2, n_kv_head=2),
+        dict(n_layer=3, n_embd=192, n_head=3, n_kv_head=3),
+        dict(n_layer=4, n_embd=192, n_head=3, n_kv_head=3),
+        dict(n_layer=6, n_embd=192, n_head=3, n_kv_head=3),
+        dict(n_layer=4, n_embd=256, n_head=4, n_kv_head=4),
+        dict(n_layer=4, n_embd=192, n_head=3, n_kv_head=3, batch_size=8),
+        dict(n_layer=4, n_embd=128, n_head=2, n_kv_head=2, batch_size=8),
+    ],
+}
+
+
+def size_label(sizes: dict) -> str:
+    return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
+
+
 def profile_with(profile: str | Profile, **sizes) -> Profile:
     """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
     p = get_profile(profile) if isinstance(profile, str) else profile

@@ -90,7 +90,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: ModelConfig, max_seq_len: int):
+    def __init__(self, cfg: ModelConfig, max_seq_len: int, batch_size: int = 1):
         super().__init__()
         self.cfg = cfg
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
@@ -101,7 +101,7 @@ class GPT(nn.Module):
         if cfg.bigram is not None:
             from .bigram import BigramEmbedding
 
-            self.bigram = BigramEmbedding(cfg.bigram, cfg.n_embd)
+            self.bigram = BigramEmbedding(cfg.bigram, cfg.n_embd, (batch_size, max_seq_len))
         self.ngram = None
         if cfg.ngram is not None:
             from .ngram import NGramMix
@@ -144,4 +144,5 @@ class GPT(nn.Module):
         return loss.view(targets.shape) if reduction == "none" else loss
 
     def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
+        """Trained parameters (the bigram update's gradient sink is not a weight)."""
+        return sum(p.numel() for n, p in self.named_parameters() if not n.endswith(".sink"))

@@ -44,8 +44,19 @@ BASELINE = Recipe(
     Features(),
 )
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE]}
-BEST = "baseline"
+COMPILE = BASELINE.derive(
+    "compile", "torch.compile of the model (Inductor on CPU and CUDA, the neuron backend on native Neuron)", compile=True
+)
+BIGRAM = COMPILE.derive("bigram", "a hashed bigram embedding table, updated sparsely (only touched rows)", bigram=True)
+BIGRAM_DENSE = BIGRAM.derive("bigram-dense", "the bigram table with the naive dense AdamW update (the slow path)",
+                             bigram_update="dense")
+NGRAM = BIGRAM.derive("ngram", "an n-gram model (orders up to 16) counted during the run, mixed into the logits",
+                      ngram=True)
+NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
+                    Features(network=False, ngram=True, ngram_counting="shards"))
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_ONLY]}
+BEST = "ngram"
 
 
 def get_recipe(name: str) -> Recipe:

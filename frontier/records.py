@@ -94,5 +94,5 @@ def load_record(run: str | Path) -> dict:
         rec = json.loads(path.read_text())
     except json.JSONDecodeError:
         raise UserError(f"{str(path)!r} is not valid JSON", "re-run or re-evaluate that run") from None
-    rec.setdefault("run_dir", str(path.parent))
+    rec["run_dir"] = str(path.parent)
     return rec

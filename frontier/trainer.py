@@ -53,7 +53,7 @@ def build_model(cfg: RunConfig) -> torch.nn.Module:
         from .ngram import NGramOnly
 
         return NGramOnly(cfg.model.ngram, cfg.model.vocab_size)
-    return GPT(cfg.model, max_seq_len=cfg.train.seq_len)
+    return GPT(cfg.model, max_seq_len=cfg.train.seq_len, batch_size=cfg.train.batch_size)
 
 
 class _StopFlag:
@@ -184,7 +184,7 @@ def train(
         "hardware": records.hardware(device.device),
         "code": records.code_version(),
         "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash},
-        "params": sum(p.numel() for p in model.parameters()),
+        "params": model.num_params(),
         "strict": strict,
         "implementations": implementations(cfg, device),
     }
@@ -204,11 +204,12 @@ def train(
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.charged_steps * tokens_per_step / clock.charged_s if clock.charged_s else None,
             "compile": watch.summary(),
+            "ngram": dict(ngram.summary(), counting=counting) if ngram is not None else None,
             "curve": curve,
             **extra,
         }
         records.write_record(run_dir, rec)
-        return rec
+        return {**rec, "run_dir": str(run_dir)}  # where it lies is not part of the record
 
     def checkpoint(path: Path) -> None:
         _save(path, {
@@ -218,19 +219,27 @@ def train(
 
     watch = CompileWatch(cfg.train.compile, strict, log)
     step_model = compile_model(model, device) if cfg.train.compile else model
+    ngram = getattr(model, "ngram", None)
+    counting = cfg.model.ngram.counting if ngram is not None else None
     record("running")
+    if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
+        clock.add_charged(ngram.count_tokens(dataset.train_tokens()))
     last_loss, t_last = float("nan"), 0.0
     show = Progress(progress)
     with _StopFlag() as stop:
         while not clock.done:
             t0 = time.perf_counter()
+            first_epoch = loader.epoch == 0
             x, y = loader.next_batch()
+            first_epoch = first_epoch and loader.epoch == 0
             x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
             with device.autocast():
                 loss = step_model(x, y)
             loss.backward()
             lr_mult = opts.step(clock.fraction, clock.steps, x)
             opts.zero_grad()
+            if counting == "stream" and first_epoch:  # after the step: a batch never sees its own counts
+                ngram.observe(x, y)
             device.step_end()
             last_loss = float(loss.detach())
             clock.add_step(time.perf_counter() - t0)
@@ -272,21 +281,27 @@ def plot_run(rec: dict, path: Path) -> None:
     save_figure(loss_curve_figure([rec]), path)
 
 
-def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print) -> dict:
-    """Re-score a run's checkpoint on the validation split (`frontier eval`)."""
+def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunConfig]:
+    """The model saved in a run folder's checkpoint, in eval mode, and its config."""
     run_dir = Path(run_dir)
-    rec = records.load_record(run_dir)
     if not (run_dir / CHECKPOINT).is_file():
         raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT}", "evaluate a run folder written by `frontier train`")
     ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
     cfg = RunConfig.from_dict(ckpt["config"])
+    model = build_model(cfg)
+    model.load_state_dict(ckpt["model"])
+    return model.to(device).eval(), cfg
+
+
+def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print) -> dict:
+    """Re-score a run's checkpoint on the validation split (`frontier eval`)."""
+    rec = records.load_record(run_dir)
+    model, cfg = load_run_model(run_dir, device.device)
     if dataset is None:
         dataset = Dataset(rec["data"]["folder"])
     dataset.check_vocab(cfg.model.vocab_size, f"the run in {str(run_dir)!r}")
     if dataset.manifest_hash != rec["data"]["manifest_hash"]:
         log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "
             f"{rec['data']['manifest_hash']})")
-    model = build_model(cfg).to(device.device)
-    model.load_state_dict(ckpt["model"])
     return evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
                         device.device, cfg.train.bpb_convention, device.autocast())

@@ -1,0 +1,211 @@
+"""The hashed bigram embedding, and the fix for its slow update.
+
+The table. For position t the row is `(36313 * tok[t] XOR 27191 * tok[t-1]) mod (rows - 1)`; position 0 of a
+sequence uses the reserved row `rows - 1`. The row, times a fixed random sign (one per `(prev XOR cur) mod 8192`,
+so colliding bigrams tend to cancel rather than add) and a learned scale, is added to the token embedding. The
+table starts at zero. It has one more physical row than `rows`: a scratch row the hash never reaches, which
+the sparse update uses as padding.
+
+The slow update (`update="dense"`, the reference). The table is an ordinary parameter: the backward pass writes
+a dense gradient for all rows (almost all zeros) and AdamW reads and writes every row's weights and moments,
+every step. A step touches at most batch x sequence rows, so nearly all of that work is padding.
+
+The fix (`update="sparse"`). The forward pass gathers the touched rows without asking autograd for the table's
+gradient; a zero "sink" of the batch's shape is added to them, so that after `backward()` the sink's gradient is
+the gradient of every position's row. `SparseRowAdam` sums those per row and runs Adam on the touched rows only.
+Every shape in it is fixed (batch x sequence slots, unused slots pointing at the scratch row), so XLA and
+torch.compile see the same graph every step and never recompile; nothing waits on the host for the number of
+unique rows.
+
+How it differs from dense AdamW, precisely:
+1. Untouched rows do not change at all. Dense AdamW decays their moments (m <- b1 m, v <- b2 v) and keeps moving
+   them with the decaying momentum (and applies weight decay to them).
+2. Bias correction uses each row's own count of updates, not the global step.
+The two agree exactly when every step touches the same rows from a fresh state (tests check this).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import BigramConfig, OptimConfig
+
+HASH_CUR, HASH_PREV = 36313, 27191
+SIGN_BUCKETS = 8192
+
+
+def bigram_rows(idx: torch.Tensor, rows: int) -> torch.Tensor:
+    """(B, T) token ids -> (B, T) table rows."""
+    prev = F.pad(idx[:, :-1], (1, 0))
+    h = torch.bitwise_xor(HASH_CUR * idx, HASH_PREV * prev) % (rows - 1)
+    h[:, 0] = rows - 1
+    return h
+
+
+def sign_index(idx: torch.Tensor) -> torch.Tensor:
+    prev = F.pad(idx[:, :-1], (1, 0))
+    return torch.bitwise_xor(idx, prev) % SIGN_BUCKETS
+
+
+class BigramEmbedding(nn.Module):
+    def __init__(self, cfg: BigramConfig, dim: int, batch_shape: tuple[int, int]):
+        super().__init__()
+        self.cfg = cfg
+        self.table = nn.Parameter(torch.zeros(cfg.rows + 1, dim))  # the last row is scratch, never hashed to
+        self.scale = nn.Parameter(torch.tensor(cfg.scale_init))
+        signs = torch.ones(SIGN_BUCKETS)
+        if cfg.signs:
+            g = torch.Generator().manual_seed(8192)
+            signs = torch.randint(0, 2, (SIGN_BUCKETS,), generator=g).float() * 2 - 1
+        self.register_buffer("signs", signs, persistent=False)
+        # The sparse update's gradient sink: zeros of the training batch's shape (not a weight; never updated).
+        self.sink = nn.Parameter(torch.zeros(*batch_shape, dim)) if cfg.update == "sparse" else None
+
+    def rows(self, idx: torch.Tensor) -> torch.Tensor:
+        return bigram_rows(idx, self.cfg.rows)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        rows = self.rows(idx)
+        if self.sink is None:
+            vals = F.embedding(rows, self.table)  # dense gradient for the whole table
+        else:
+            vals = self.table.detach()[rows]
+            if self.training and vals.shape == self.sink.shape:
+                vals = vals + self.sink
+        return self.scale * self.signs[sign_index(idx)][..., None] * vals
+
+
+class DenseTableAdamW:
+    """The reference: AdamW over the whole table, every step."""
+
+    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):
+        self.emb = emb
+        self.params = [emb.table]
+        self.opt = torch.optim.AdamW([emb.table], lr=cfg.lr, betas=o.adam_betas, eps=o.adam_eps,
+                                     weight_decay=o.weight_decay, fused=fused or None)
+        self.base_lr = cfg.lr
+
+    def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
+        for g in self.opt.param_groups:
+            g["lr"] = self.base_lr * lr_mult
+        self.opt.step()
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+
+    def state_dict(self) -> dict:
+        return self.opt.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.opt.load_state_dict(state)
+
+
+class SparseRowAdam:
+    """Adam on the rows a step touched; per-row moments and step counts; fixed shapes throughout."""
+
+    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig):
+        self.emb = emb
+        self.params = [emb.table, emb.sink]
+        self.base_lr, (self.b1, self.b2), self.eps, self.wd = cfg.lr, o.adam_betas, o.adam_eps, o.weight_decay
+        table = emb.table
+        self.m = torch.zeros_like(table)
+        self.v = torch.zeros_like(table)
+        self.count = torch.zeros(table.size(0), device=table.device)  # updates each row has had
+
+    @torch.no_grad()
+    def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
+        grad = self.emb.sink.grad
+        if grad is None:
+            return
+        rows = self.emb.rows(inputs).reshape(-1)
+        slots, summed, valid = sum_by_row(rows, grad.reshape(rows.numel(), -1), scratch=self.emb.table.size(0) - 1)
+        lr = self.base_lr * lr_mult
+        p, m, v, c = self.emb.table[slots], self.m[slots], self.v[slots], self.count[slots]
+        c_new = c + 1
+        m_new = self.b1 * m + (1 - self.b1) * summed
+        v_new = self.b2 * v + (1 - self.b2) * summed.square()
+        m_hat = m_new / (1 - self.b1 ** c_new)[:, None]
+        v_hat = v_new / (1 - self.b2 ** c_new)[:, None]
+        p_new = p * (1 - lr * self.wd) - lr * m_hat / (v_hat.sqrt() + self.eps)
+        keep = valid[:, None]
+        self.emb.table.index_copy_(0, slots, torch.where(keep, p_new, p))
+        self.m.index_copy_(0, slots, torch.where(keep, m_new, m))
+        self.v.index_copy_(0, slots, torch.where(keep, v_new, v))
+        self.count.index_copy_(0, slots, torch.where(valid, c_new, c))
+
+    def zero_grad(self) -> None:
+        self.emb.sink.grad = None
+        self.emb.table.grad = None
+
+    def state_dict(self) -> dict:
+        return {"m": self.m, "v": self.v, "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.m.copy_(state["m"])
+        self.v.copy_(state["v"])
+        self.count.copy_(state["count"])
+
+
+def sum_by_row(rows: torch.Tensor, grads: torch.Tensor, scratch: int):
+    """Sum per-position gradients by row, in N = len(rows) slots (N is fixed; the unique count is not).
+
+    Returns (slot_rows (N,), summed (N, D), valid (N,)): slots 0..U-1 hold the U unique rows and their summed
+    gradients; slots U..N-1 point at the scratch row with zero gradient and valid False.
+    """
+    n = rows.numel()
+    sorted_rows, order = rows.sort()
+    is_new = torch.ones(n, dtype=torch.bool, device=rows.device)
+    is_new[1:] = sorted_rows[1:] != sorted_rows[:-1]
+    seg = is_new.long().cumsum(0) - 1  # slot of each sorted position
+    slot_of = torch.empty_like(seg).scatter_(0, order, seg)  # slot of each original position
+    slots = torch.full_like(rows, scratch).scatter_(0, seg, sorted_rows)
+    summed = torch.zeros_like(grads).index_add_(0, slot_of, grads)
+    valid = torch.arange(n, device=rows.device) <= seg[-1]
+    return slots, summed, valid
+
+
+def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):
+    return SparseRowAdam(emb, cfg, o) if cfg.update == "sparse" else DenseTableAdamW(emb, cfg, o, fused)
+
+
+def touched_rows(idx: torch.Tensor, rows: int) -> int:
+    """How many distinct rows a batch touches (what the naive update pads up to the whole table)."""
+    return int(bigram_rows(idx, rows).unique().numel())
+
+
+def bench_update(rows: int, dim: int, batch: torch.Tensor, updates=("dense", "sparse"), steps: int = 5,
+                 repeats: int = 3, seed: int = 0) -> dict:
+    """Time of the table's whole share of a training step (gather, backward into the table, update), in ms.
+
+    Each update kind gets its own table; they are timed in alternation. A random gradient stands in for the
+    rest of the network.
+    """
+    o = OptimConfig()
+    torch.manual_seed(seed)
+    B, T = batch.shape
+    upstream = torch.randn(B, T, dim)
+    setups = {}
+    for kind in updates:
+        emb = BigramEmbedding(BigramConfig(rows=rows, update=kind), dim, (B, T))
+        setups[kind] = (emb, make_bigram_update(emb, emb.cfg, o))
+    times = {k: [] for k in updates}
+
+    def one_step(emb, upd):
+        out = emb(batch)
+        out.backward(upstream)
+        upd.step(batch, 1.0)
+        upd.zero_grad()
+
+    for emb, upd in setups.values():
+        one_step(emb, upd)  # warm-up
+    for _ in range(repeats):
+        for kind, (emb, upd) in setups.items():
+            t = time.perf_counter()
+            for _ in range(steps):
+                one_step(emb, upd)
+            times[kind].append(1000 * (time.perf_counter() - t) / steps)
+    return times

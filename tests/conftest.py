@@ -1,0 +1,55 @@
+"""Shared fixtures: a small corpus on disk (pydoc topics plus a multilingual document) and its dataset."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+UNICODE_DOC = (
+    "Café, naïve façade, Ångström, Ελληνικά, русский текст.\n"
+    "日本語のテキスト、中文文本、한국어 텍스트.\n"
+    "Emoji: 🎉🚀👍🏽 👩‍👩‍👧 and a flag 🇫🇷.\n"
+    "A literal lower one-eighth block ▁ inside ▁▁ words, tabs\tand\r\nCRLF, NUL \x00 too.\n"
+)
+
+
+@pytest.fixture(scope="session")
+def corpus_dir(tmp_path_factory):
+    """A folder of 80 .txt documents: the pydoc topics plus one multilingual document."""
+    import pydoc_data.topics
+
+    d = tmp_path_factory.mktemp("corpus")
+    for i, (key, text) in enumerate(sorted(pydoc_data.topics.topics.items())):
+        (d / f"{i:03d}_{key}.txt").write_text(text, encoding="utf-8")
+    (d / "999_unicode.txt").write_text(UNICODE_DOC * 20, encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="session")
+def val_dir(tmp_path_factory):
+    """A separate validation set with accents, CJK and emoji, as .md and .jsonl."""
+    d = tmp_path_factory.mktemp("valtext")
+    (d / "a.md").write_text(UNICODE_DOC, encoding="utf-8")
+    with open(d / "b.jsonl", "w", encoding="utf-8") as fh:
+        for t in ["Ünïcödé line one 😀", " leading space doc", "中文 and English ▁ mixed\n"]:
+            fh.write(json.dumps({"text": t}, ensure_ascii=False) + "\n")
+    return d
+
+
+@pytest.fixture(scope="session")
+def smoke_data(tmp_path_factory, corpus_dir, val_dir):
+    """A dataset prepared at the smoke profile's vocabulary, validation from `val_dir`."""
+    from frontier.data import prepare
+
+    out = tmp_path_factory.mktemp("data") / "smoke"
+    return prepare(out, text=[str(corpus_dir)], val_text=[str(val_dir)], vocab_size=512, log=lambda m: None)
+
+
+@pytest.fixture(scope="session")
+def split_data(tmp_path_factory, corpus_dir):
+    """A dataset whose validation split is the deterministic document-hash split."""
+    from frontier.data import prepare
+
+    out = tmp_path_factory.mktemp("data") / "split"
+    return prepare(out, text=[str(corpus_dir)], vocab_size=512, val_fraction=0.1, log=lambda m: None)

@@ -1,0 +1,95 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+
+def run_cli(*args, timeout=120):
+    p = subprocess.run([sys.executable, "-m", "frontier", *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def assert_one_line_error(code, err, *words):
+    assert code == 2, err
+    lines = [l for l in err.strip().splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    for w in words:
+        assert w in lines[0], (w, lines[0])
+
+
+def test_help_everywhere():
+    for cmd in [[], ["prepare"], ["train"], ["eval"], ["compare"], ["book"], ["bench"], ["recipes"], ["profiles"]]:
+        code, out, _ = run_cli(*cmd, "--help")
+        assert code == 0 and "usage:" in out
+
+
+def test_recipes_and_profiles_list_one_line_each():
+    code, out, _ = run_cli("recipes")
+    assert code == 0 and out.splitlines()[0].startswith("baseline")
+    code, out, _ = run_cli("profiles")
+    assert code == 0 and {l.split()[0] for l in out.splitlines()} == {"smoke", "cpu", "gpu", "trn2"}
+
+
+def test_prepare_train_eval_compare_on_own_text(tmp_path, corpus_dir):
+    data = tmp_path / "data"
+    code, out, err = run_cli("prepare", "--out", str(data), "--text", str(corpus_dir), "--vocab-size", "512")
+    assert code == 0, err
+    runs = []
+    for seed in (0, 1):
+        run = tmp_path / f"run{seed}"
+        code, out, err = run_cli("train", "--recipe", "baseline", "--profile", "smoke", "--data", str(data),
+                                 "--steps", "5", "--seed", str(seed), "--out", str(run), "--device", "cpu")
+        assert code == 0, err
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("val_bpb=") and float(last.split("=")[1]) > 0
+        runs.append(str(run))
+    code, out, err = run_cli("eval", "--run", runs[0], "--device", "cpu")
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == last.replace(last, out.strip().splitlines()[-1])
+    import json
+
+    rec = json.loads((tmp_path / "run0" / "result.json").read_text())
+    assert abs(float(out.strip().splitlines()[-1].split("=")[1]) - rec["val_bpb"]) < 1e-6
+    code, out, err = run_cli("compare", *runs)
+    assert code == 0, err
+    assert "baseline" in out and "  2 " in out
+
+
+@pytest.fixture
+def bad_shard_data(tmp_path, smoke_data):
+    import shutil
+
+    d = tmp_path / "bad"
+    shutil.copytree(smoke_data.folder, d)
+    shard = d / "train_000000.bin"
+    shard.write_bytes(shard.read_bytes()[:-10])
+    return d
+
+
+def test_bad_input_one_line_exit_2(tmp_path, smoke_data, bad_shard_data):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "afile").write_text("")
+    sd = str(smoke_data.folder)
+    cases = [
+        (["train", "--recipe", "nope", "--profile", "smoke", "--data", sd], ["unknown recipe", "frontier recipes"]),
+        (["train", "--recipe", "baseline", "--profile", "huge", "--data", sd], ["unknown profile"]),
+        (["train", "--recipe", "baseline", "--profile", "cpu", "--data", sd], ["512-token vocabulary", "needs 1024"]),
+        (["train", "--recipe", "baseline", "--profile", "smoke", "--data", str(tmp_path / "nope")], ["does not exist"]),
+        (["train", "--recipe", "baseline", "--profile", "smoke", "--data", str(bad_shard_data)], ["train_000000.bin"]),
+        (["train", "--recipe", "baseline", "--profile", "smoke", "--data", sd, "--out", str(tmp_path / "afile" / "r")], ["cannot write"]),
+        (["prepare", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "empty")], ["holds no .txt"]),
+        (["prepare", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "missing")], ["does not exist"]),
+        (["eval", "--run", str(tmp_path / "empty")], ["no run record"]),
+        (["compare", str(tmp_path / "empty")], ["no run record"]),
+    ]
+    for args, words in cases:
+        code, out, err = run_cli(*args)
+        assert_one_line_error(code, err, *words)
+
+
+def test_budget_must_be_positive(smoke_data):
+    for b in ["0", "-5"]:
+        code, out, err = run_cli("train", "--recipe", "baseline", "--profile", "smoke", "--budget", b)
+        assert code == 2 and "must be positive" in err and "Traceback" not in err

@@ -1,0 +1,65 @@
+"""torch.compile: counters, recompile detection, and that compiling does not change what is learned."""
+
+import dataclasses
+import warnings
+
+import pytest
+import torch
+
+from frontier.compile import CompileWatch, RecompileError
+from frontier.devices import select_device
+from frontier.recipes import resolve
+from frontier.trainer import train
+
+CPU = select_device("cpu")
+
+
+def _fn(x):
+    return (x.sin() * 2).cos().sum()
+
+
+def test_recompile_after_warmup_warns_and_strict_raises():
+    torch._dynamo.reset()
+    f = torch.compile(_fn, backend="eager", dynamic=False)
+    watch = CompileWatch(True, strict=False, log=lambda m: None)
+    f(torch.randn(4))
+    watch.warmup_done()
+    f(torch.randn(4))
+    watch.after_step(2)
+    assert watch.summary()["recompiles_after_warmup"] == 0
+    f(torch.randn(7))  # a new shape: a recompilation
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        watch.after_step(3)
+    assert any("recompiled" in str(x.message) for x in w)
+    assert watch.summary()["recompiles_after_warmup"] == 1 and watch.summary()["frames_compiled_in_warmup"] == 1
+    strict = CompileWatch(True, strict=True, log=lambda m: None)
+    strict.warmup_done()
+    f(torch.randn(9))
+    with pytest.raises(RecompileError, match="--strict"):
+        strict.after_step(4)
+
+
+def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path):
+    """Tolerance: per-step training losses within 0.02 nats, val_bpb within 0.01 (float reassociation only)."""
+    eager = train(resolve("baseline", "smoke"), smoke_data, tmp_path / "e", CPU, seed=0, steps=15, progress=False)
+    comp = train(resolve("compile", "smoke"), smoke_data, tmp_path / "c", CPU, seed=0, steps=15, progress=False)
+    diffs = [abs(a - b) for a, b in zip(eager["curve"]["train_loss"], comp["curve"]["train_loss"])]
+    assert len(diffs) == 15 and max(diffs) < 0.02, max(diffs)
+    assert abs(eager["val_bpb"] - comp["val_bpb"]) < 0.01
+    c = comp["compile"]
+    assert c["frames_compiled_in_warmup"] >= 1 and c["recompiles_after_warmup"] == 0
+    assert comp["uncharged_s"] > 0 and comp["first_step_s"] > eager["first_step_s"]
+    assert comp["device"]["compile_backend"] == "inductor" and eager["compile"] is None
+
+
+def test_compiled_ngram_bias_hashes_like_eager():
+    from frontier.trainer import build_model
+
+    cfg = resolve("ngram", "smoke")
+    model = build_model(cfg)
+    x = torch.randint(0, cfg.model.vocab_size, (2, 64))
+    model.ngram.observe(x[:, :-1], x[:, 1:])
+    compiled = torch.compile(model.ngram.bias, backend="inductor", dynamic=False)
+    with torch.no_grad():
+        assert torch.allclose(compiled(x), model.ngram.bias(x), atol=1e-5)

@@ -1,0 +1,164 @@
+"""Validity of the n-gram mix. Each test can fail: each checks a property an invalid mix would break."""
+
+import collections
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from frontier.config import NGramConfig
+from frontier.devices import select_device
+from frontier.ngram import NGramMix, _bucket, context_hashes
+from frontier.recipes import resolve
+from frontier.trainer import build_model, train
+
+V = 12
+
+
+def _counted(tokens, **cfg):
+    m = NGramMix(NGramConfig(**{"max_order": 4, "buckets_log2": 14, "seen_log2": 20, "slots": 4, **cfg}), V)
+    t = torch.tensor(tokens)[None]
+    m.observe(t[:, :-1], t[:, 1:])
+    return m
+
+
+def _text(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    base = [1, 2, 3, 4, 5, 2, 3, 6, 7, 1, 2, 3, 4, 8]
+    out = []
+    while len(out) < n:
+        out += base if rng.random() < 0.7 else list(rng.integers(0, V, size=5))
+    return out[:n]
+
+
+def test_counts_match_brute_force():
+    tokens = _text()
+    m = _counted(tokens)
+    assert m.uni.tolist() == [tokens[1:].count(v) for v in range(V)]
+    pairs = collections.Counter(zip(tokens[:-1], tokens[1:]))
+    big = np.zeros((V, V), int)
+    for (a, b), c in pairs.items():
+        big[a, b] = c
+    assert np.array_equal(m.big.numpy(), big)
+    assert m.big_t.tolist() == [(big[a] > 0).sum() for a in range(V)]
+    for k in range(2, 5):  # contexts of length k: totals, types, and the top slots
+        ctx = collections.defaultdict(collections.Counter)
+        for t in range(k - 1, len(tokens) - 1):
+            ctx[tuple(tokens[t - k + 1 : t + 1])][tokens[t + 1]] += 1
+        x = torch.tensor(tokens[:-1])[None]
+        hashes, _ = context_hashes(x, 4)
+        buckets = _bucket(hashes[k - 2, 0], 14)
+        by_bucket = {}
+        for t in range(k - 1, len(tokens) - 1):
+            by_bucket.setdefault(int(buckets[t]), set()).add(tuple(tokens[t - k + 1 : t + 1]))
+        assert all(len(s) == 1 for s in by_bucket.values()), "hash collision: enlarge buckets in this test"
+        for b, (c,) in by_bucket.items():
+            counter = ctx[c]
+            assert m.ctx_n[k - 2, b] == sum(counter.values())
+            assert m.ctx_t[k - 2, b] == len(counter)
+            slots = {int(tk): int(n) for tk, n in zip(m.slot_tok[k - 2, b], m.slot_cnt[k - 2, b]) if tk >= 0}
+            assert all(counter[tk] == n for tk, n in slots.items())
+            if len(counter) <= 4:
+                assert slots == dict(counter)
+
+
+def test_every_order_and_the_mixture_sum_to_one():
+    m = _counted(_text())
+    with torch.no_grad():
+        m.mix_logits.copy_(torch.randn(5))
+    x = torch.tensor(_text(64, seed=1))[None]
+    p = m.distribution(x)
+    assert p.shape == (1, 64, V)
+    assert torch.allclose(p.sum(-1), torch.ones(1, 64), atol=1e-5) and (p > 0).all()
+    for k in range(5):  # each context length alone (pi = one-hot) is a distribution too
+        with torch.no_grad():
+            m.mix_logits.fill_(-1e4)
+            m.mix_logits[k] = 0
+        assert torch.allclose(m.distribution(x).sum(-1), torch.ones(1, 64), atol=1e-5), k
+
+
+def test_mixed_logits_softmax_sums_to_one():
+    m = _counted(_text())
+    x = torch.tensor(_text(64, seed=2))[None]
+    logits = torch.randn(1, 64, V) * 3 + m.bias(x)
+    assert torch.allclose(torch.softmax(logits, -1).sum(-1), torch.ones(1, 64), atol=1e-5)
+
+
+def test_bias_ignores_the_target_and_everything_after_it():
+    m = _counted(_text())
+    x = torch.tensor(_text(64, seed=3))[None]
+    before = m.bias(x)
+    for t in [0, 10, 40, 62]:
+        changed = x.clone()
+        changed[0, t + 1 :] = (changed[0, t + 1 :] + 5) % V  # the target of position t and all later tokens
+        after = m.bias(changed)
+        assert torch.equal(before[0, : t + 1], after[0, : t + 1]), t
+    changed = x.clone()
+    changed[0, 30] = (changed[0, 30] + 1) % V  # a context token does change the bias
+    assert not torch.equal(before[0, 30], m.bias(changed)[0, 30])
+
+
+def test_a_context_seen_once_gets_half_and_backs_off_with_the_other_half():
+    m = _counted([1, 2, 3, 4, 5] + [9, 4, 6] * 10)
+    x = torch.tensor([[1, 2, 3, 4]])
+
+    def only(k):
+        with torch.no_grad():
+            m.mix_logits.fill_(-1e4)
+            m.mix_logits[k] = 0
+        return m.distribution(x)[0, 3]
+
+    p4, p3 = only(4), only(3)  # "1 2 3 4" was seen once (-> 5): Witten-Bell with N = T = 1
+    expected = 0.5 * torch.nn.functional.one_hot(torch.tensor(5), V).float() + 0.5 * p3
+    assert torch.allclose(p4, expected, atol=1e-6)
+
+
+def _two_datasets(tmp_path, corpus_dir):
+    from frontier.data import prepare
+
+    (tmp_path / "v1").mkdir()
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v1" / "a.txt").write_text("one validation text " * 50)
+    (tmp_path / "v2" / "b.txt").write_text("a completely different validation set, with other words " * 80)
+    a = prepare(tmp_path / "a", text=[str(corpus_dir)], val_text=[str(tmp_path / "v1")], vocab_size=512, log=lambda m: None)
+    b = prepare(tmp_path / "b", text=[str(corpus_dir)], val_text=[str(tmp_path / "v2")], vocab_size=512, log=lambda m: None)
+    return a, b
+
+
+@pytest.mark.parametrize("counting", ["stream", "shards"])
+def test_tables_never_count_validation_tokens(tmp_path, corpus_dir, counting):
+    a, b = _two_datasets(tmp_path, corpus_dir)
+    assert a.tokenizer.sha256 == b.tokenizer.sha256  # trained on the same (train) documents
+    assert [np.asarray(s).tolist() for s in a.train_tokens()] == [np.asarray(s).tolist() for s in b.train_tokens()]
+    cfg = resolve("ngram", "smoke")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False),
+                              model=dataclasses.replace(cfg.model, ngram=dataclasses.replace(cfg.model.ngram, counting=counting)))
+    cpu = select_device("cpu")
+    ra = train(cfg, a, tmp_path / "ra", cpu, seed=0, steps=6, progress=False)
+    rb = train(cfg, b, tmp_path / "rb", cpu, seed=0, steps=6, progress=False)
+    ta = torch.load(tmp_path / "ra" / "checkpoint.pt", weights_only=False)["model"]
+    tb = torch.load(tmp_path / "rb" / "checkpoint.pt", weights_only=False)["model"]
+    for name in ["ngram.uni", "ngram.big", "ngram.slot_tok", "ngram.slot_cnt", "ngram.ctx_n", "ngram.ctx_t", "ngram.seen"]:
+        assert torch.equal(ta[name], tb[name]), name
+    assert ra["ngram"]["counted_tokens"] > 0
+    assert ra["val_bpb"] != rb["val_bpb"]  # different validation text, same tables
+
+
+def test_eval_of_a_checkpoint_reproduces_the_score(tmp_path, smoke_data):
+    from frontier.trainer import evaluate_run
+
+    cfg = resolve("ngram", "smoke")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False))
+    cpu = select_device("cpu")
+    rec = train(cfg, smoke_data, tmp_path / "r", cpu, seed=0, steps=5, progress=False)
+    again = evaluate_run(tmp_path / "r", smoke_data, cpu)
+    assert again["val_bpb"] == pytest.approx(rec["val_bpb"], abs=1e-9)
+
+
+def test_ngram_only_scores_without_a_network(tmp_path, smoke_data):
+    cfg = resolve("ngram-only", "smoke")
+    model = build_model(cfg)
+    assert not hasattr(model, "blocks") and model.num_params() == cfg.model.ngram.max_order + 2
+    rec = train(cfg, smoke_data, tmp_path / "n", select_device("cpu"), seed=0, steps=3, progress=False)
+    assert rec["status"] == "finished" and rec["ngram"]["counted_tokens"] >= sum(len(s) for s in smoke_data.train_tokens()) - 100

@@ -1,0 +1,47 @@
+"""The book: pairs in sync, committed notebooks run top to bottom, every chapter runs with the smoke profile."""
+
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from frontier.book import NOTEBOOKS, run_book
+
+CHAPTERS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def _cells(nb):
+    return [(c.cell_type, c.source.strip(), tuple(c.get("metadata", {}).get("tags", []))) for c in nb.cells]
+
+
+def test_there_are_chapters():
+    assert CHAPTERS and all(p.with_suffix(".py").exists() for p in CHAPTERS)
+
+
+@pytest.mark.parametrize("ipynb", CHAPTERS, ids=lambda p: p.stem)
+def test_pair_in_sync(ipynb):
+    py = jupytext.read(ipynb.with_suffix(".py"))
+    nb = nbformat.read(ipynb, as_version=4)
+    assert _cells(py) == _cells(nb), f"{ipynb.name} and its .py differ: run `jupytext --sync {ipynb}`"
+
+
+@pytest.mark.parametrize("ipynb", CHAPTERS, ids=lambda p: p.stem)
+def test_committed_notebook_ran_top_to_bottom(ipynb):
+    nb = nbformat.read(ipynb, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "re-run the chapter top to bottom"
+    errors = [o for c in code for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors[0].get("evalue")
+    assert nb.metadata.get("papermill", {}).get("parameters", {}).get("profile") == "cpu"
+    tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1
+
+
+def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
+    assert run_book(profile="smoke", out=str(tmp_path)) == 0
+    for ipynb in CHAPTERS:
+        out = nbformat.read(tmp_path / ipynb.name, as_version=4)
+        assert out.metadata["papermill"]["parameters"]["profile"] == "smoke"
+        code = [c for c in out.cells if c.cell_type == "code"]
+        assert all(c.execution_count is not None for c in code)

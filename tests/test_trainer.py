@@ -1,0 +1,132 @@
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from frontier import trainer as trainer_mod
+from frontier.clock import BudgetClock
+from frontier.devices import select_device
+from frontier.errors import UserError
+from frontier.recipes import resolve
+from frontier.trainer import RunStopped, train
+
+CPU = select_device("cpu")
+
+
+def _train(smoke_data, run_dir, **kw):
+    cfg = resolve("baseline", "smoke", budget_s=kw.pop("budget_s", None))
+    return train(cfg, smoke_data, run_dir, CPU, progress=False, **kw)
+
+
+def test_same_seed_same_steps_same_losses(smoke_data, tmp_path):
+    a = _train(smoke_data, tmp_path / "a", seed=3, steps=12)
+    b = _train(smoke_data, tmp_path / "b", seed=3, steps=12)
+    c = _train(smoke_data, tmp_path / "c", seed=4, steps=12)
+    assert a["curve"]["train_loss"] == b["curve"]["train_loss"]
+    assert a["val_bpb"] == b["val_bpb"]
+    assert a["curve"]["train_loss"] != c["curve"]["train_loss"]
+
+
+def test_record_has_what_a_reader_needs(smoke_data, tmp_path):
+    rec = _train(smoke_data, tmp_path / "r", seed=0, steps=6)
+    for key in ["recipe", "profile", "config", "seed", "device", "hardware", "code", "data", "budget_s", "charged_s",
+                "uncharged_s", "steps", "tokens", "tokens_per_s", "val_bpb", "val_loss", "val_tokens", "val_bytes",
+                "bpb_convention", "status", "implementations", "curve"]:
+        assert key in rec, key
+    assert rec["status"] == "finished" and rec["steps"] == 6
+    assert rec["val_bytes"] == smoke_data.val_bytes
+    assert rec["implementations"]["attention"] == "reference"
+    assert rec["hardware"]["cpu_cores"] >= 1 and rec["hardware"]["torch"] == torch.__version__
+    assert set(rec["code"]) >= {"git_sha", "dirty"}
+    assert json.loads((tmp_path / "r" / "result.json").read_text())["val_bpb"] == rec["val_bpb"]
+    assert (tmp_path / "r" / "checkpoint.pt").is_file() and (tmp_path / "r" / "loss.png").is_file()
+
+
+def test_budget_stops_on_the_charged_clock(smoke_data, tmp_path):
+    rec = _train(smoke_data, tmp_path / "b", budget_s=1.0)
+    assert rec["charged_s"] >= 1.0
+    per_step = rec["charged_s"] / max(rec["steps"] - 2, 1)
+    assert rec["charged_s"] < 1.0 + 10 * per_step + 0.5
+    assert rec["uncharged_s"] > 0  # the first (warm-up) steps were free
+
+
+def test_clock_allowance():
+    c = BudgetClock(budget_s=10, uncharged_steps=2, allowance_s=3.0)
+    c.add_step(2.0)  # free
+    c.add_step(2.0)  # 1 s free (allowance used up), 1 s charged
+    c.add_step(1.0)  # charged
+    assert (c.uncharged_s, c.charged_s, c.steps) == (3.0, 2.0, 3)
+    assert c.fraction == 0.2 and not c.done
+    c.add_charged(8.0)
+    assert c.done and c.wall_s == 13.0
+
+
+def test_diverged_run_keeps_record_and_checkpoint(smoke_data, tmp_path, monkeypatch):
+    real_build = trainer_mod.build_model
+
+    class Explodes(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.calls = inner, 0
+
+        def num_params(self):
+            return self.inner.num_params()
+
+        def forward(self, x, y, reduction="mean"):
+            self.calls += 1
+            loss = self.inner(x, y, reduction)
+            return loss * float("nan") if self.calls >= 4 else loss
+
+    monkeypatch.setattr(trainer_mod, "build_model", lambda cfg: Explodes(real_build(cfg)))
+    with pytest.raises(RunStopped) as e:
+        _train(smoke_data, tmp_path / "d", steps=20)
+    assert e.value.status == "diverged" and e.value.exit_code == 3
+    assert "diverged at step 4" in str(e.value)
+    rec = json.loads((tmp_path / "d" / "result.json").read_text())
+    assert rec["status"] == "diverged" and rec["steps"] == 4 and rec["val_bpb"] is None
+    assert len(rec["curve"]["train_loss"]) == 4 and math.isnan(rec["curve"]["train_loss"][-1])
+    assert (tmp_path / "d" / "checkpoint-diverged.pt").is_file()
+
+
+def test_refuses_to_overwrite_a_run(smoke_data, tmp_path):
+    _train(smoke_data, tmp_path / "r", steps=2)
+    with pytest.raises(UserError, match="already holds a run"):
+        _train(smoke_data, tmp_path / "r", steps=2)
+
+
+def _cli(*args, **kw):
+    return subprocess.Popen([sys.executable, "-m", "frontier", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **kw)
+
+
+def test_sigint_saves_and_resume_matches_an_uninterrupted_run(smoke_data, tmp_path):
+    steps = "300"
+    common = ["--recipe", "baseline", "--profile", "smoke", "--data", str(smoke_data.folder), "--device", "cpu",
+              "--seed", "1", "--no-progress"]
+    run = tmp_path / "interrupted"
+    proc = _cli("train", *common, "--steps", steps, "--out", str(run))
+    deadline = time.time() + 60
+    while not (run / "result.json").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    rec = json.loads((run / "result.json").read_text())
+    assert rec["status"] == "interrupted" and 0 < rec["steps"] < int(steps), rec["steps"]
+    assert "--resume" in err and "Traceback" not in err
+    proc = _cli("train", "--resume", str(run), "--no-progress", "--device", "cpu")
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert out.strip().splitlines()[-1].startswith("val_bpb=")
+    resumed = json.loads((run / "result.json").read_text())
+    full = _train(smoke_data, tmp_path / "full", seed=1, steps=int(steps))
+    assert resumed["status"] == "finished" and resumed["steps"] == int(steps)
+    assert resumed["curve"]["train_loss"] == full["curve"]["train_loss"]
+    assert resumed["val_bpb"] == full["val_bpb"]
