@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 PROFILE ?= smoke
 TORCH ?= torch==2.13.0
 
-.PHONY: demo test book venv clean
+.PHONY: demo test book venv clean gpu-check
 
 venv: $(STAMP)
 
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 
 # Prepare the embedded corpus, train the current best recipe with the cpu profile, print its val_bpb.
 demo: $(STAMP)
-	$(PY) -m frontier train --recipe best --profile cpu --out runs/demo/$$(date +%Y%m%d-%H%M%S)
+	$(PY) -m frontier train --recipe best --profile cpu --out build/demo/$$(date +%Y%m%d-%H%M%S)
 
 # The whole test suite, the book's smoke run included.
 test: $(STAMP)
@@ -32,3 +32,18 @@ book: $(STAMP)
 
 clean:
 	rm -rf build .pytest_cache
+
+# One CUDA GPU, short: prepare the embedded corpus at the gpu profile's vocabulary, benchmark eager against
+# compiled, train `compile` for GPU_BUDGET charged seconds, run the bigram + n-gram recipe for a few steps.
+# Records and logs land in GPU_OUT. On a machine without this venv: make gpu-check PY=python3 GPU_OUT=/some/dir
+GPU_OUT ?= build/gpu
+GPU_BUDGET ?= 90
+gpu-check:
+	mkdir -p $(GPU_OUT)
+	PYTHONPATH=. $(PY) -m frontier prepare --out $(GPU_OUT)/data-v8192 --vocab-size 8192 2>&1 | tee $(GPU_OUT)/prepare.log
+	PYTHONPATH=. $(PY) -m frontier bench baseline compile --profile gpu --device cuda --steps 20 --repeats 3 \
+		--data $(GPU_OUT)/data-v8192 2>&1 | tee $(GPU_OUT)/bench.log
+	PYTHONPATH=. $(PY) -m frontier train --recipe compile --profile gpu --device cuda --budget $(GPU_BUDGET) \
+		--data $(GPU_OUT)/data-v8192 --out $(GPU_OUT)/compile --no-progress 2>&1 | tee $(GPU_OUT)/train-compile.log
+	PYTHONPATH=. $(PY) -m frontier train --recipe ngram --profile gpu --device cuda --steps 40 \
+		--data $(GPU_OUT)/data-v8192 --out $(GPU_OUT)/ngram --no-progress 2>&1 | tee $(GPU_OUT)/train-ngram.log

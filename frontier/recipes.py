@@ -52,10 +52,12 @@ BIGRAM_DENSE = BIGRAM.derive("bigram-dense", "the bigram table with the naive de
                              bigram_update="dense")
 NGRAM = BIGRAM.derive("ngram", "an n-gram model (orders up to 16) counted during the run, mixed into the logits",
                       ngram=True)
+NGRAM_SHARDS = NGRAM.derive("ngram-shards", "the n-gram mix with the train shards counted up front (charged)",
+                            ngram_counting="shards")
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_ONLY]}
+RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_SHARDS, NGRAM_ONLY]}
 BEST = "ngram"
 
 

@@ -268,8 +268,7 @@ def train(
 
     checkpoint(run_dir / CHECKPOINT)
     t0 = time.perf_counter()
-    score = evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
-                         device.device, cfg.train.bpb_convention, device.autocast())
+    score = score_model(model, cfg, dataset, device)
     rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, **score)
     plot_run(rec, run_dir / "loss.png")
     return rec
@@ -303,5 +302,10 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInf
     if dataset.manifest_hash != rec["data"]["manifest_hash"]:
         log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "
             f"{rec['data']['manifest_hash']})")
+    return score_model(model, cfg, dataset, device)
+
+
+def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo) -> dict:
+    """val_bpb of `model` on the whole validation split, as `cfg` says to evaluate (never charged)."""
     return evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
                         device.device, cfg.train.bpb_convention, device.autocast())

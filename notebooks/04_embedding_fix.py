@@ -1,0 +1,184 @@
+# ---
+# jupyter:
+#   jupytext:
+#     cell_metadata_filter: tags,-all
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Chapter 4: the hashed bigram embedding, and the fix for its slow update
+#
+# A token embedding knows one token. Many next-token predictions depend on the last two: after "import" comes a
+# module name, after "self" a dot. The write-up's final model adds a **hashed bigram embedding**: a table with
+# 2^19 rows, where position $t$ reads row $(36313\,x_t \oplus 27191\,x_{t-1}) \bmod (\text{rows}-1)$ (the first
+# position of a sequence reads a reserved row), multiplies it by a fixed random sign per bigram (so colliding
+# bigrams tend to cancel rather than add) and a learned scale, and adds it to the token embedding. The table
+# starts at zero, so at step 0 the model is exactly the previous recipe.
+#
+# One of the write-up's biggest gains was not the table itself but **fixing its update**: it was "mostly
+# padding". This chapter reproduces the slow update, fixes it, and measures both.
+
+# %% tags=["parameters"]
+profile = "cpu"
+run_root = "../runs"
+figures_dir = "../figures"
+
+# %%
+from pathlib import Path
+
+import torch
+from IPython.display import Markdown, display
+
+from frontier import experiments as ex
+from frontier import report
+from frontier.bench import format_bench, run_bench
+from frontier.bigram import bench_update, touched_rows
+from frontier.compare import compare, format_comparison
+from frontier.data import embedded_dataset
+from frontier.dataloader import TrainLoader
+from frontier.figures import new_figure, save_figure
+from frontier.profiles import get_profile
+from frontier.recipes import resolve
+from frontier.trainer import build_model
+
+P = get_profile(profile)
+figures = Path(figures_dir)
+data = embedded_dataset(P.vocab_size)
+cfg = resolve("bigram", P)
+table_weights = cfg.model.bigram.rows * cfg.model.n_embd
+print(f"profile {P.name}: a table of {cfg.model.bigram.rows:,} rows x {cfg.model.n_embd} = {table_weights:,} weights; "
+      f"the rest of the model has {build_model(resolve('compile', P)).num_params():,}")
+
+# %% [markdown]
+# ## Why the naive update is mostly padding
+#
+# Written the obvious way, the table is one more `nn.Parameter`: the backward pass of the embedding lookup writes
+# a gradient for **every** row (zeros almost everywhere), and AdamW reads and writes every row's weights and two
+# moments, every step. But a step only reads batch × sequence positions. Counting the distinct rows a real batch
+# touches:
+
+# %%
+loader = TrainLoader(data.train_tokens(), P.seq_len, P.batch_size, seed=0)
+x, _ = loader.next_batch()
+rows_list = [1 << 16, 1 << 18, 1 << 19] if P.name != "smoke" else [1 << 10, 1 << 12, 1 << 14]
+touch = [{"table_rows": r, "positions": x.numel(), "touched_rows": touched_rows(x, r),
+          "touched_share": touched_rows(x, r) / r} for r in rows_list + [cfg.model.bigram.rows]]
+display(Markdown(report.markdown_table(touch, {"table_rows": "table rows", "positions": "positions in a batch",
+                                               "touched_rows": "distinct rows touched", "touched_share": "share of the table"},
+                                       {"touched_share": ".3%"})))
+
+# %% [markdown]
+# ## The fix
+#
+# `frontier/bigram.py` keeps the dense path as the reference (`update="dense"`, recipe `bigram-dense`) and adds
+# the sparse one (`update="sparse"`, recipe `bigram`):
+#
+# 1. The forward pass gathers the touched rows without asking autograd for the table's gradient, and adds a zero
+#    "sink" of the batch's shape; after `backward()` the sink's gradient is each position's row gradient.
+# 2. `sum_by_row` sums them per row into a fixed number of slots (batch × sequence; unused slots point at a
+#    scratch row), by sorting the row ids: no shape ever depends on how many rows were unique.
+# 3. `SparseRowAdam` runs Adam on those rows only, with per-row moments and a per-row step count.
+#
+# **How it differs from dense AdamW.** Untouched rows do not change at all (dense AdamW keeps moving a row with
+# its decaying momentum for many steps after it was last used, and decays its moments), and the bias correction
+# uses each row's own number of updates rather than the global step. From a fresh state, when every step touches
+# the same rows, the two are identical; the tests check that, and that untouched rows never change.
+#
+# **On Neuron/XLA** a shape that changes every step recompiles every step. `torch.unique` returns as many rows as
+# are unique, a different number each batch; step 2 above pads that count to its upper bound (batch × sequence)
+# so the update has one shape forever, and nothing waits on the host for the count.
+
+# %% [markdown]
+# ## The update alone: time against table size
+#
+# The table's whole share of a step (the gather, the backward into the table, the optimiser), dense and sparse,
+# at three table sizes, timed in alternation (`frontier.bigram.bench_update`). The sparse cost should not depend
+# on the table's size; the dense cost should grow with it.
+
+# %%
+dim = cfg.model.n_embd
+curve = []
+for r in rows_list:
+    t = bench_update(r, dim, x, steps=5 if P.name != "smoke" else 2, repeats=3)
+    curve.append({"rows": r, "dense_ms": min(t["dense"]), "sparse_ms": min(t["sparse"]),
+                  "ratio": min(t["dense"]) / min(t["sparse"])})
+display(Markdown(report.markdown_table(curve, {"rows": "table rows", "dense_ms": "dense ms/step",
+                                               "sparse_ms": "sparse ms/step", "ratio": "dense / sparse"},
+                                       {"dense_ms": ".2f", "sparse_ms": ".2f", "ratio": ".1f"})))
+
+# %%
+fig, ax = new_figure(6.0, 3.6)
+ax.plot([c["rows"] for c in curve], [c["dense_ms"] for c in curve], "o-", label="dense AdamW (naive)")
+ax.plot([c["rows"] for c in curve], [c["sparse_ms"] for c in curve], "o-", label="sparse row-wise Adam (fix)")
+ax.set_xscale("log", base=2)
+ax.set_yscale("log")
+ax.set_xlabel("table rows")
+ax.set_ylabel("ms per step (table's share, best of 3)")
+ax.set_title(f"bigram table update, width {dim}, {x.numel():,} positions per batch")
+ax.legend()
+save_figure(fig, figures / f"04_update_time_{P.name}.png")
+fig
+
+# %% [markdown]
+# ## End to end: tokens per second
+#
+# The whole training step with the table at the profile's size, against the recipe without it, side by side.
+
+# %%
+bench = run_bench(["compile", "bigram", "bigram-dense"], profile=P.name, steps=10 if P.name != "smoke" else 3,
+                  repeats=3)
+print(format_bench(bench))
+
+# %% [markdown]
+# ## Quality at equal budget
+#
+# Does the table help the score in the same charged time? The `compile` runs are chapter 2's.
+
+# %%
+without = ex.seeds("compile", P, root=run_root)
+with_table = ex.seeds("bigram", P, root=run_root)
+display(Markdown(report.runs_table(without + with_table)))
+groups, diffs = compare(without + with_table)
+print(format_comparison(groups, diffs))
+
+# %% [markdown]
+# ## Does the lazy update change quality?
+#
+# The sparse update is not dense AdamW (untouched rows stay put, per-row bias correction). To see whether that
+# difference matters, both train for the **same number of steps** (the median the sparse recipe reached in its
+# budget), so the dense path's slowness does not enter.
+
+# %%
+n_steps = sorted(r["steps"] for r in with_table)[len(with_table) // 2]
+sparse_steps = ex.seeds("bigram", P, root=run_root, steps=n_steps, label=f"bigram-{n_steps}steps")
+dense_steps = ex.seeds("bigram-dense", P, root=run_root, steps=n_steps, label=f"bigram-dense-{n_steps}steps")
+g2, d2 = compare(sparse_steps + dense_steps)
+print(format_comparison(g2, d2))
+
+# %% [markdown]
+# ## What this chapter measured
+
+# %%
+big = curve[-1]
+r_no, r_yes = bench["rows"][0], bench["rows"][1]
+r_dense = bench["rows"][2]
+display(Markdown(
+    f"- Update time at {big['rows']:,} rows (width {dim}): dense {big['dense_ms']:.1f} ms, sparse "
+    f"{big['sparse_ms']:.2f} ms per step: **{big['ratio']:.0f}x**.\n"
+    f"- End to end ({P.name} profile, table of {cfg.model.bigram.rows:,} rows): tokens/s with the sparse table "
+    f"{r_yes['tokens_per_s_median']:,.0f} ({r_yes['ratio']:.2f}x of no table), with the dense table "
+    f"{r_dense['tokens_per_s_median']:,.0f} ({r_dense['ratio']:.2f}x); sparse/dense = "
+    f"{r_yes['tokens_per_s_median'] / r_dense['tokens_per_s_median']:.2f}x.\n"
+    f"- val_bpb at {P.budget_s:g} charged seconds: without the table {report.pm(groups[0].values)}, with it "
+    f"{report.pm(groups[1].values)}: {diffs[0].delta:+.4f} ({diffs[0].verdict}).\n"
+    f"- Lazy (sparse) against dense AdamW at {n_steps} steps: {report.pm(g2[0].values)} against "
+    f"{report.pm(g2[1].values)}: dense - sparse = {d2[0].delta:+.4f} ({d2[0].verdict})."
+))
