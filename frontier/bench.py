@@ -5,7 +5,7 @@ of the first step is reported). Then the recipes are timed in alternation, A B A
 `steps` steps each, so that a machine that speeds up or slows down during the benchmark affects all of them
 alike. Reported per recipe: tokens/s (min, median, max over rounds), the ratio of its median to the first
 recipe's, and peak memory (CUDA: the allocator's peak; CPU: the peak resident memory of a separate process that
-builds the recipe and runs a few steps, since one process's RSS never goes down).
+builds the recipe and runs a few steps, Python and torch included, since one process's RSS never goes down).
 """
 
 from __future__ import annotations
@@ -68,19 +68,19 @@ def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entr
 
 
 def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> float:
-    """Peak resident MiB of a fresh process that builds `recipe` and runs `steps` CPU steps (minus its idle RSS)."""
+    """Peak resident MiB of a fresh process that builds `recipe` and runs `steps` CPU steps (Python and torch
+    included: compare recipes by their difference)."""
+    # VmHWM (the peak RSS of this address space) starts afresh at exec; ru_maxrss would carry the parent's.
     code = (
-        "import json, resource, sys, torch\n"
+        "import json, sys, torch\n"
         "from frontier.bench import build_entry, _step\n"
         "from frontier.data import Dataset\n"
         "from frontier.devices import select_device\n"
         "dev = select_device('cpu')\n"
-        "ds = Dataset(sys.argv[3])\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "e = build_entry(sys.argv[1], sys.argv[2], dev, ds)\n"
+        "e = build_entry(sys.argv[1], sys.argv[2], dev, Dataset(sys.argv[3]))\n"
         "for i in range(int(sys.argv[4])): _step(e, dev, i)\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'peak_mib': (peak - base) / 1024}))\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+        "print(json.dumps({'peak_mib': int(hwm) / 1024}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code, recipe, profile, data, str(steps)], capture_output=True,
                          text=True, check=True)

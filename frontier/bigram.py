@@ -105,15 +105,18 @@ class DenseTableAdamW:
 
 
 class SparseRowAdam:
-    """Adam on the rows a step touched; per-row moments and step counts; fixed shapes throughout."""
+    """Adam on the rows a step touched; per-row moments and step counts; fixed shapes throughout.
+
+    Unused slots point at the scratch row with a zero gradient: Adam leaves a zero-gradient, zero-moment row
+    where it is, so every slot can be written back without a mask (all writes to the scratch row are equal).
+    """
 
     def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig):
         self.emb = emb
         self.params = [emb.table, emb.sink]
         self.base_lr, (self.b1, self.b2), self.eps, self.wd = cfg.lr, o.adam_betas, o.adam_eps, o.weight_decay
         table = emb.table
-        self.m = torch.zeros_like(table)
-        self.v = torch.zeros_like(table)
+        self.moments = torch.zeros(table.size(0), 2, table.size(1), device=table.device)  # m and v side by side
         self.count = torch.zeros(table.size(0), device=table.device)  # updates each row has had
 
     @torch.no_grad()
@@ -122,39 +125,36 @@ class SparseRowAdam:
         if grad is None:
             return
         rows = self.emb.rows(inputs).reshape(-1)
-        slots, summed, valid = sum_by_row(rows, grad.reshape(rows.numel(), -1), scratch=self.emb.table.size(0) - 1)
+        slots, g = sum_by_row(rows, grad.reshape(rows.numel(), -1), scratch=self.emb.table.size(0) - 1)
         lr = self.base_lr * lr_mult
-        p, m, v, c = self.emb.table[slots], self.m[slots], self.v[slots], self.count[slots]
-        c_new = c + 1
-        m_new = self.b1 * m + (1 - self.b1) * summed
-        v_new = self.b2 * v + (1 - self.b2) * summed.square()
-        m_hat = m_new / (1 - self.b1 ** c_new)[:, None]
-        v_hat = v_new / (1 - self.b2 ** c_new)[:, None]
-        p_new = p * (1 - lr * self.wd) - lr * m_hat / (v_hat.sqrt() + self.eps)
-        keep = valid[:, None]
-        self.emb.table.index_copy_(0, slots, torch.where(keep, p_new, p))
-        self.m.index_copy_(0, slots, torch.where(keep, m_new, m))
-        self.v.index_copy_(0, slots, torch.where(keep, v_new, v))
-        self.count.index_copy_(0, slots, torch.where(valid, c_new, c))
+        p, mv, c = self.emb.table[slots], self.moments[slots], self.count[slots] + 1
+        m = mv[:, 0].lerp_(g, 1 - self.b1)
+        v = mv[:, 1].mul_(self.b2).addcmul_(g, g, value=1 - self.b2)
+        denom = (v / (1 - self.b2**c)[:, None]).sqrt_().add_(self.eps).mul_((1 - self.b1**c)[:, None])
+        if self.wd:
+            p.mul_(1 - lr * self.wd)
+        p.addcdiv_(m, denom, value=-lr)
+        self.emb.table.index_copy_(0, slots, p)
+        self.moments.index_copy_(0, slots, mv)
+        self.count.index_copy_(0, slots, c)
 
     def zero_grad(self) -> None:
         self.emb.sink.grad = None
         self.emb.table.grad = None
 
     def state_dict(self) -> dict:
-        return {"m": self.m, "v": self.v, "count": self.count}
+        return {"moments": self.moments, "count": self.count}
 
     def load_state_dict(self, state: dict) -> None:
-        self.m.copy_(state["m"])
-        self.v.copy_(state["v"])
+        self.moments.copy_(state["moments"])
         self.count.copy_(state["count"])
 
 
 def sum_by_row(rows: torch.Tensor, grads: torch.Tensor, scratch: int):
     """Sum per-position gradients by row, in N = len(rows) slots (N is fixed; the unique count is not).
 
-    Returns (slot_rows (N,), summed (N, D), valid (N,)): slots 0..U-1 hold the U unique rows and their summed
-    gradients; slots U..N-1 point at the scratch row with zero gradient and valid False.
+    Returns (slot_rows (N,), summed (N, D)): slots 0..U-1 hold the U unique rows and their summed gradients;
+    slots U..N-1 point at the scratch row with a zero gradient.
     """
     n = rows.numel()
     sorted_rows, order = rows.sort()
@@ -164,8 +164,7 @@ def sum_by_row(rows: torch.Tensor, grads: torch.Tensor, scratch: int):
     slot_of = torch.empty_like(seg).scatter_(0, order, seg)  # slot of each original position
     slots = torch.full_like(rows, scratch).scatter_(0, seg, sorted_rows)
     summed = torch.zeros_like(grads).index_add_(0, slot_of, grads)
-    valid = torch.arange(n, device=rows.device) <= seg[-1]
-    return slots, summed, valid
+    return slots, summed
 
 
 def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):

@@ -95,7 +95,7 @@ def run(
     rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False,
                 command=[f"frontier.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes})"])
-    log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s']:,.0f} tok/s")
+    log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 
 
