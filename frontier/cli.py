@@ -217,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from .compile import RecompileError
     from .trainer import RunStopped
 
     args = build_parser().parse_args(argv)
@@ -228,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunStopped as e:
         print(f"\n{e.status}: {e}", file=sys.stderr)
         return e.exit_code
+    except RecompileError as e:  # --strict: a silent slow path made loud (the run's record says "failed")
+        print(f"\nerror: {e}", file=sys.stderr)
+        return 4
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130

@@ -186,7 +186,10 @@ class NGramMix(nn.Module):
         vals = sparse_vals.permute(1, 2, 0, 3).reshape(B, T, H * S)
         return p.scatter_add(-1, idx, vals)
 
+    @torch.compiler.disable
     def bias(self, x: torch.Tensor) -> torch.Tensor:
+        """scale * log P_mix. Always eager (one graph break in a compiled model): the hashing must match the
+        eager counting bit for bit, and Inductor in torch 2.11 fails to compile it for CUDA."""
         return self.scale * torch.log(self.distribution(x))
 
     # ------------------------------------------------------------------ reporting

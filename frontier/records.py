@@ -8,6 +8,7 @@ diverged, running), the implementation that ran for each op, and the loss curve.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -49,8 +50,19 @@ def hardware(device: torch.device | None = None) -> dict:
     return info
 
 
+def source_sha256() -> str:
+    """A hash of the package's own source files: identifies the code even where there is no git."""
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parent
+    for path in sorted(pkg.rglob("*.py")):
+        h.update(path.relative_to(pkg).as_posix().encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def code_version() -> dict:
-    """The git SHA of the checkout this package runs from, and whether tracked files differ from it."""
+    """The git SHA of the checkout this package runs from, whether tracked files differ from it, and a hash of
+    the package's source."""
 
     def git(*args) -> str | None:
         try:
@@ -63,9 +75,9 @@ def code_version() -> dict:
     if sha is None:
         from . import __version__
 
-        return {"git_sha": None, "dirty": None, "package_version": __version__}
+        return {"git_sha": None, "dirty": None, "package_version": __version__, "source_sha256": source_sha256()}
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "frontier", "pyproject.toml")
-    return {"git_sha": sha, "dirty": bool(dirty)}
+    return {"git_sha": sha, "dirty": bool(dirty), "source_sha256": source_sha256()}
 
 
 def write_record(run_dir: str | Path, record: dict) -> Path:

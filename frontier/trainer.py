@@ -32,6 +32,7 @@ from .optim import Optimizers
 
 CHECKPOINT = "checkpoint.pt"
 DIVERGED_CHECKPOINT = "checkpoint-diverged.pt"
+FAILED_CHECKPOINT = "checkpoint-failed.pt"
 EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
 
@@ -226,45 +227,52 @@ def train(
         clock.add_charged(ngram.count_tokens(dataset.train_tokens()))
     last_loss, t_last = float("nan"), 0.0
     show = Progress(progress)
-    with _StopFlag() as stop:
-        while not clock.done:
-            t0 = time.perf_counter()
-            first_epoch = loader.epoch == 0
-            x, y = loader.next_batch()
-            first_epoch = first_epoch and loader.epoch == 0
-            x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
-            with device.autocast():
-                loss = step_model(x, y)
-            loss.backward()
-            lr_mult = opts.step(clock.fraction, clock.steps, x)
-            opts.zero_grad()
-            if counting == "stream" and first_epoch:  # after the step: a batch never sees its own counts
-                ngram.observe(x, y)
-            device.step_end()
-            last_loss = float(loss.detach())
-            clock.add_step(time.perf_counter() - t0)
-            if clock.steps >= clock.uncharged_steps:
-                watch.warmup_done()  # the first call marks the end of warm-up
-            if clock.steps % cfg.train.log_every == 0 or clock.done or not math.isfinite(last_loss):
-                for k, v in zip(curve, (clock.steps, clock.charged_s, last_loss, lr_mult)):
-                    curve[k].append(v)
-            if not math.isfinite(last_loss):
-                checkpoint(run_dir / DIVERGED_CHECKPOINT)
-                rec = record("diverged", val_bpb=None, diverged_at_step=clock.steps)
-                msg = (f"diverged at step {clock.steps}: loss is {last_loss}; the state is in "
-                       f"{run_dir / DIVERGED_CHECKPOINT}; lower the learning rates or check the data")
-                raise RunStopped("diverged", msg, rec)
-            watch.after_step(clock.steps)
-            t_now = time.perf_counter()
-            if t_now - t_last > 0.5 or clock.done:
-                t_last = t_now
-                tok_s = clock.charged_steps * x.numel() / clock.charged_s if clock.charged_s else 0.0
-                show.update(clock, last_loss, tok_s, final=clock.done)
-            if stop.signal:
-                checkpoint(run_dir / CHECKPOINT)
-                rec = record("interrupted", val_bpb=None, signal=stop.signal)
-                raise RunStopped("interrupted", f"{stop.signal} at step {clock.steps}: saved {run_dir / CHECKPOINT}; "
-                                 f"continue with --resume {run_dir}", rec)
+    try:
+        with _StopFlag() as stop:
+            while not clock.done:
+                t0 = time.perf_counter()
+                first_epoch = loader.epoch == 0
+                x, y = loader.next_batch()
+                first_epoch = first_epoch and loader.epoch == 0
+                x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
+                with device.autocast():
+                    loss = step_model(x, y)
+                loss.backward()
+                lr_mult = opts.step(clock.fraction, clock.steps, x)
+                opts.zero_grad()
+                if counting == "stream" and first_epoch:  # after the step: a batch never sees its own counts
+                    ngram.observe(x, y)
+                device.step_end()
+                last_loss = float(loss.detach())
+                clock.add_step(time.perf_counter() - t0)
+                if clock.steps >= clock.uncharged_steps:
+                    watch.warmup_done()  # the first call marks the end of warm-up
+                if clock.steps % cfg.train.log_every == 0 or clock.done or not math.isfinite(last_loss):
+                    for k, v in zip(curve, (clock.steps, clock.charged_s, last_loss, lr_mult)):
+                        curve[k].append(v)
+                if not math.isfinite(last_loss):
+                    checkpoint(run_dir / DIVERGED_CHECKPOINT)
+                    rec = record("diverged", val_bpb=None, diverged_at_step=clock.steps)
+                    msg = (f"diverged at step {clock.steps}: loss is {last_loss}; the state is in "
+                           f"{run_dir / DIVERGED_CHECKPOINT}; lower the learning rates or check the data")
+                    raise RunStopped("diverged", msg, rec)
+                watch.after_step(clock.steps)
+                t_now = time.perf_counter()
+                if t_now - t_last > 0.5 or clock.done:
+                    t_last = t_now
+                    tok_s = clock.charged_steps * x.numel() / clock.charged_s if clock.charged_s else 0.0
+                    show.update(clock, last_loss, tok_s, final=clock.done)
+                if stop.signal:
+                    checkpoint(run_dir / CHECKPOINT)
+                    rec = record("interrupted", val_bpb=None, signal=stop.signal)
+                    raise RunStopped("interrupted", f"{stop.signal} at step {clock.steps}: saved {run_dir / CHECKPOINT}; "
+                                     f"continue with --resume {run_dir}", rec)
+    except (RunStopped, KeyboardInterrupt):
+        raise
+    except Exception as e:  # a crash (a compiler error, out of memory): keep the record and the state
+        checkpoint(run_dir / FAILED_CHECKPOINT)
+        record("failed", val_bpb=None, error=f"{type(e).__name__}: {e}"[:4000])
+        raise
 
     checkpoint(run_dir / CHECKPOINT)
     t0 = time.perf_counter()

@@ -94,6 +94,31 @@ def test_diverged_run_keeps_record_and_checkpoint(smoke_data, tmp_path, monkeypa
     assert (tmp_path / "d" / "checkpoint-diverged.pt").is_file()
 
 
+def test_a_crash_keeps_the_record_and_the_state(smoke_data, tmp_path, monkeypatch):
+    real_build = trainer_mod.build_model
+
+    class Crashes(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.calls = inner, 0
+
+        def num_params(self):
+            return self.inner.num_params()
+
+        def forward(self, x, y, reduction="mean"):
+            self.calls += 1
+            if self.calls == 3:
+                raise RuntimeError("simulated compiler failure")
+            return self.inner(x, y, reduction)
+
+    monkeypatch.setattr(trainer_mod, "build_model", lambda cfg: Crashes(real_build(cfg)))
+    with pytest.raises(RuntimeError, match="simulated"):
+        _train(smoke_data, tmp_path / "f", steps=10)
+    rec = json.loads((tmp_path / "f" / "result.json").read_text())
+    assert rec["status"] == "failed" and rec["steps"] == 2 and "simulated compiler failure" in rec["error"]
+    assert (tmp_path / "f" / "checkpoint-failed.pt").is_file()
+
+
 def test_refuses_to_overwrite_a_run(smoke_data, tmp_path):
     _train(smoke_data, tmp_path / "r", steps=2)
     with pytest.raises(UserError, match="already holds a run"):
