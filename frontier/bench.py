@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+from contextlib import contextmanager, nullcontext
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import records
 from .compile import CompileWatch, compile_model
 from .data import Dataset, embedded_dataset
 from .dataloader import TrainLoader
@@ -26,7 +28,7 @@ from .devices import DeviceInfo, select_device
 from .optim import Optimizers
 from .profiles import get_profile
 from .recipes import resolve
-from .trainer import build_model
+from .trainer import build_model, make_loader, train_step
 
 
 @dataclass
@@ -46,14 +48,8 @@ class Entry:
 
 
 def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
-    x, y = e.loader.next_batch()
-    x, y = x.to(dev.device), y.to(dev.device)
-    with dev.autocast():
-        loss = e.step_model(x, y)
-    loss.backward()
-    e.opts.step(0.0, step, x)
-    e.opts.zero_grad()
-    dev.step_end()
+    """The trainer's own step (streaming n-gram counting included: the bench sits in the first epoch)."""
+    train_step(e.step_model, e.opts, e.loader, dev, 0.0, step, getattr(e.model, "ngram", None))
 
 
 def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entry:
@@ -63,7 +59,7 @@ def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entr
     model = build_model(cfg).to(dev.device)
     opts = Optimizers(model, cfg, fused=dev.fused_optimizer, ns_dtype=dev.newton_schulz_dtype)
     step_model = compile_model(model, dev) if cfg.train.compile else model
-    loader = TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed=0)
+    loader = make_loader(cfg, dataset, seed=0)
     return Entry(recipe, cfg, model, step_model, opts, loader)
 
 
@@ -87,8 +83,29 @@ def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> f
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
 
 
+@contextmanager
+def cold_compile_caches():
+    """Turn off Inductor's and AOTAutograd's on-disk caches, so a compile is timed from scratch."""
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    saved = inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache
+    inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = False, False
+    try:
+        yield
+    finally:
+        inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = saved
+
+
 def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats: int = 3, device: str = "auto",
-              data: str | None = None, warmup_steps: int | None = None, memory: bool = True, log=print) -> dict:
+              data: str | None = None, warmup_steps: int | None = None, memory: bool = True, cold: bool = False,
+              log=print) -> dict:
+    """`cold`: compile without the on-disk caches, so that `first_step_s` is the whole cost of compiling."""
+    with cold_compile_caches() if cold else nullcontext():
+        return _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
+
+
+def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log) -> dict:
     prof = get_profile(profile)
     dev = select_device(device)
     dataset = Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log)
@@ -143,7 +160,7 @@ def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats
             "samples": e.tokens_per_s,
         })
     return {"profile": prof.name, "device": dev.describe(), "steps": steps, "repeats": repeats,
-            "tokens_per_step": tokens, "rows": rows}
+            "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device)}
 
 
 def format_bench(result: dict) -> str:

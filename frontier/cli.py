@@ -142,7 +142,8 @@ def cmd_book(a) -> int:
 def cmd_bench(a) -> int:
     from .bench import format_bench, run_bench
 
-    result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data)
+    result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
+                       cold=a.cold)
     print(format_bench(result))
     return 0
 
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
+    s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("recipes", help="list the recipes")

@@ -31,8 +31,10 @@ class NGramConfig:
 
     max_order: int = 16  # context orders 1..max_order (order n = the last n tokens)
     buckets_log2: int = 18  # hashed contexts per order for orders >= 3
-    slots: int = 4  # continuations kept per hashed context (the rest of its mass backs off)
+    slots: int = 4  # continuations kept per hashed context of length >= 2 (the rest of its mass backs off)
+    slots_short: int = 32  # continuations kept per context of length 1 (one per token, no hashing)
     counting: str = "stream"  # "stream": count batches as they pass (first epoch); "shards": count train shards first
+    folds: int = 2  # cross-fitting: a training batch of fold f reads tables counted from the other folds only
     seen_log2: int = 24  # bits in the set of (context, token) pairs seen, for Witten-Bell's type counts
     mix_lr: float = 0.02  # Adam learning rate of the mixture weights
 

@@ -16,34 +16,47 @@ from .errors import UserError
 
 
 class TrainLoader:
-    def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int):
-        self.shards, self.seq_len, self.batch_size, self.seed = shards, seq_len, batch_size, seed
+    """Training batches. With `folds` > 1, window i belongs to fold i mod folds and every batch comes from a
+    single fold, folds taking turns (`batch_fold` says which): the n-gram mix counts folds separately and lets a
+    batch read only the other folds' counts."""
+
+    def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int, folds: int = 1):
+        self.shards, self.seq_len, self.batch_size, self.seed, self.folds = shards, seq_len, batch_size, seed, folds
         starts = [np.arange(0, len(s) - seq_len, seq_len, dtype=np.int64) for s in shards]
         self.windows = np.concatenate(
             [np.stack([np.full_like(st, i), st], axis=1) for i, st in enumerate(starts)] or [np.zeros((0, 2), np.int64)]
         )
-        if len(self.windows) < batch_size:
-            need = batch_size * (seq_len + 1)
+        if len(self.windows) < batch_size * folds:
+            need = batch_size * folds * (seq_len + 1)
             have = sum(len(s) for s in shards)
             raise UserError(
-                f"the training split has {have:,} tokens, fewer than one batch needs ({need:,})",
+                f"the training split has {have:,} tokens, fewer than one batch per fold needs ({need:,})",
                 "give more training text or use a smaller profile",
             )
-        self.epoch, self.cursor = 0, 0
+        self.epoch, self.cursor, self.batch_fold = 0, 0, 0
         self._order = self._permutation(0)
 
     def _permutation(self, epoch: int) -> np.ndarray:
-        return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
+        """The order of windows in an epoch (with folds: batch k from fold k mod folds)."""
+        if self.folds == 1:
+            return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
+        ids = np.arange(len(self.windows))
+        per_fold = [np.random.default_rng([self.seed, epoch, f]).permutation(ids[ids % self.folds == f])
+                    for f in range(self.folds)]
+        B = self.batch_size
+        n = min(len(p) for p in per_fold) // B
+        return np.concatenate([p[b * B : (b + 1) * B] for b in range(n) for p in per_fold])
 
     @property
     def windows_per_epoch(self) -> int:
-        return len(self.windows) // self.batch_size * self.batch_size
+        return len(self._order) // self.batch_size * self.batch_size
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(inputs, targets), each (batch_size, seq_len) int64 on the CPU."""
         if self.cursor + self.batch_size > len(self._order):
             self.epoch, self.cursor = self.epoch + 1, 0
             self._order = self._permutation(self.epoch)
+        self.batch_fold = (self.cursor // self.batch_size) % self.folds
         picks = self.windows[self._order[self.cursor : self.cursor + self.batch_size]]
         self.cursor += self.batch_size
         T = self.seq_len

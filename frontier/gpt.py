@@ -122,8 +122,12 @@ class GPT(nn.Module):
             if block.attn.gate is not None:
                 nn.init.zeros_(block.attn.gate.weight)
 
-    def logits(self, idx: torch.Tensor) -> torch.Tensor:
-        """Capped float32 logits (B, T, V), with the n-gram bias added when the recipe mixes one in."""
+    def logits(self, idx: torch.Tensor, fold: int | None = None) -> torch.Tensor:
+        """Capped float32 logits (B, T, V), with the n-gram bias added when the recipe mixes one in (`fold`: which
+        fold of the training data the batch comes from; None when evaluating)."""
+        # The n-gram bias depends on the tokens only; computing it first keeps the rest of the model one graph
+        # when compiled (the bias itself runs eagerly).
+        ngram_parts = self.ngram.bias_parts(idx, fold) if self.ngram is not None and fold is not None else None
         x = self.wte(idx)
         if self.bigram is not None:
             x = x + self.bigram(idx)
@@ -134,12 +138,13 @@ class GPT(nn.Module):
         cap = self.cfg.logit_softcap
         z = cap * torch.tanh(z / cap)
         if self.ngram is not None:
-            z = z + self.ngram.bias(idx)
+            z = self.ngram.add_to(z, idx, fold, ngram_parts)
         return z
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean",
+                fold: int | None = None) -> torch.Tensor:
         """Cross-entropy in nats: a scalar (`mean`) or one value per position (`none`, shape (B, T))."""
-        z = self.logits(idx)
+        z = self.logits(idx, fold)
         loss = F.cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), reduction=reduction)
         return loss.view(targets.shape) if reduction == "none" else loss
 

@@ -1,25 +1,38 @@
 """An n-gram model counted from training tokens during the run, mixed into the logits as a learned bias.
 
 What the tables hold (all bounded, allocated once; `table_mib()` reports their size):
-- context length 0: unigram counts (add-one smoothed);
-- context length 1: a dense V x V table of bigram counts, with each context's total N and type count T;
+- context length 0: unigram counts (add-one smoothed), a dense vector over the vocabulary;
+- context length 1: for every token, its total N, its number of distinct continuations T, and its
+  `slots_short` most frequent continuations with their counts;
 - context lengths 2..K (K = `max_order`, 16 by default): contexts hashed into `2**buckets_log2` buckets per
-  length; each bucket keeps its total N, its type count T, and its `slots` most frequent continuations with
-  their counts (a continuation enters when its count in a batch beats the bucket's smallest slot; mass that is
-  not in a slot backs off to the shorter context).
+  length, each with N, T and its `slots` most frequent continuations.
+A continuation enters a full set of slots when its count in a batch beats the smallest slot. Whatever a context
+counted that is not in a slot joins its back-off mass, so every distribution below still sums to 1.
 
 Smoothing: interpolated Witten-Bell (PPM's escape method C). For a context c of length k seen N times with T
 distinct continuations,
     P_k(w | c) = (count(c, w) + T * P_{k-1}(w | c')) / (N + T),
 so a context seen once gives its continuation half of the mass and backs off with the other half; a context
-never seen backs off entirely. Counts that are not in a slot join the back-off mass, so every P_k sums to 1.
+never seen backs off entirely. Write it P_k = a_k P_{k-1} + s_k, with s_k non-zero only on the context's slots.
 
-The bias. For every position the bias is `scale * log P_mix`, where P_mix = sum_k pi_k P_k is a learned mixture
-over context lengths 0..K (pi = softmax of K+1 learned logits) and `scale` is learned too. It is computed from
-the tokens up to and including position t and from the tables only, over the whole vocabulary, and added to the
-network's logits before the one softmax; training and evaluation take the same path. Because P_k = a_k P_{k-1}
-+ s_k with s_k non-zero on at most `slots` tokens, P_mix is one dense term (the bigram row) plus a few scattered
-entries per length: the bias costs a handful of passes over a (batch, seq, vocab) tensor, not one per order.
+The mixture: P_mix = sum_k pi_k P_k over context lengths 0..K, pi = softmax of K+1 learned logits. Unrolled,
+    P_mix = coef_0 * P_0 + sum_{k>=1} coef_k * s_k,   coef_K = pi_K,  coef_k = pi_k + a_{k+1} coef_{k+1},
+one position-independent dense vector (the unigram) times a per-position scalar, plus a few scattered entries.
+
+The bias, from the tokens up to and including position t and from the tables only, over the whole vocabulary,
+added to the network's logits before the one softmax:
+    bias = (1 - scale) * log floor + scale * log P_mix,    floor = coef_0 * P_0,
+a log-linear interpolation between the n-gram distribution and the part of it that backed off to the unigram,
+with `scale` learned (scale = 1: the n-gram distribution itself). For every token without an entry P_mix(w)
+equals its floor, so up to a per-position constant (log coef_0, which the softmax cancels exactly) the bias is
+the dense vector log P_0 plus, at the entries' tokens only, scale * log(P_mix(w) / floor(w)). Training batches
+take that sparse form: nothing of size (batch, sequence, vocabulary) is built besides the logits themselves, and
+nothing learned multiplies the dense vector. Evaluation computes the same formula densely (it is not charged).
+
+Cross-fitting (`folds`, 2 by default): window i of the training split belongs to fold i mod folds, each training
+batch comes from one fold and reads only another fold's tables, so the mixture never learns from counts that
+already hold the batch's own continuations (which happens as soon as a run sees its data twice). Evaluation reads
+the average of the folds' distributions (and of their floors).
 
 Counting never sees validation tokens: the trainer feeds `observe` the training batches (after the step that used
 them, so a batch's own targets never reach its bias), or `count_tokens` the training shards.
@@ -38,7 +51,7 @@ from .config import NGramConfig
 
 HASH_STEP = 1_000_003
 HASH_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed 64-bit integer (wrapping multiplication)
-CHUNK = 1 << 15  # tokens per call when counting shards
+INSERT_ROUNDS = 8  # new continuations a set of slots can take per call
 
 
 def _bucket(h: torch.Tensor, log2: int) -> torch.Tensor:
@@ -60,137 +73,217 @@ def context_hashes(x: torch.Tensor, max_order: int) -> tuple[torch.Tensor, torch
     return torch.stack(hashes), torch.stack(valid)
 
 
+def _rank_within(groups: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
+    """For items in groups, each item's rank by descending score within its group (0 = best; ties by position)."""
+    order = torch.sort(score, descending=True, stable=True).indices
+    order = order[torch.sort(groups[order], stable=True).indices]
+    g = groups[order]
+    first = torch.ones_like(g, dtype=torch.bool)
+    first[1:] = g[1:] != g[:-1]
+    pos = torch.arange(len(g), device=g.device)
+    rank_sorted = pos - torch.where(first, pos, 0).cummax(0).values
+    return torch.empty_like(rank_sorted).scatter_(0, order, rank_sorted)
+
+
+LOW = (1 << 32) - 1  # packed tables: a slot is (token << 32) | count, a context is (types << 32) | total
+
+
+def unpack_slots(packed: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(tokens, counts) of packed slots; an empty slot has token -1 and count 0."""
+    return packed >> 32, packed & LOW
+
+
+def _update_slots(slots: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor, c: torch.Tensor) -> None:
+    """Add counts `c` of continuation `tok` to context `rows` in the packed slot table (R, S)."""
+    S = slots.size(1)
+    st, sc = unpack_slots(slots[rows])
+    match = st == tok[:, None]
+    found = match.any(1)
+    slots.view(-1).index_add_(0, (rows * S + match.int().argmax(1))[found], c[found])
+    rows, tok, c, st, sc = rows[~found], tok[~found], c[~found], st[~found], sc[~found]
+    if rows.numel() == 0:
+        return
+    score = c * (int(tok.max()) + 1) - tok  # the most frequent first; ties to the smaller token id
+    # New continuations fill empty slots first, best first ...
+    rank = _rank_within(rows, score)
+    empty = st < 0
+    nth_empty = (empty.int().cumsum(1) == (rank + 1)[:, None]) & empty
+    fits = nth_empty.any(1)
+    slots.view(-1)[rows[fits] * S + nth_empty[fits].int().argmax(1)] = (tok[fits] << 32) | c[fits]
+    rows, score, tok, c = rows[~fits], score[~fits], tok[~fits], c[~fits]
+    # ... then replace a context's smallest slot when they beat it, one per context per round.
+    for _ in range(INSERT_ROUNDS):
+        if rows.numel() == 0:
+            break
+        win = _rank_within(rows, score) == 0
+        w_rows, w_tok, w_c = rows[win], tok[win], c[win]
+        counts = unpack_slots(slots[w_rows])[1]
+        j = counts.argmin(1)
+        enter = w_c > counts.gather(1, j[:, None])[:, 0]
+        slots.view(-1)[w_rows[enter] * S + j[enter]] = (w_tok[enter] << 32) | w_c[enter]
+        rows, score, tok, c = rows[~win], score[~win], tok[~win], c[~win]
+
+
+def _witten_bell(n, t, cnts, known):
+    """Escape a_k (shape of n) and slot shares s_k (shape of cnts) of Witten-Bell for contexts with totals n,
+    type counts t and slot counts cnts; contexts not `known` back off entirely."""
+    denom = (n + t).clamp_min(1)
+    escape = torch.where(known, (t + n - cnts.sum(-1)) / denom, torch.ones_like(n))
+    share = torch.where(known[..., None], cnts / denom[..., None], torch.zeros_like(cnts))
+    return escape, share
+
+
 class NGramMix(nn.Module):
     def __init__(self, cfg: NGramConfig, vocab: int):
         super().__init__()
-        self.cfg, self.V, self.K = cfg, vocab, cfg.max_order
-        H, nb, S = cfg.max_order - 1, 1 << cfg.buckets_log2, cfg.slots
-        self.register_buffer("uni", torch.zeros(vocab, dtype=torch.int64))
-        self.register_buffer("big", torch.zeros(vocab, vocab, dtype=torch.int32))
-        self.register_buffer("big_n", torch.zeros(vocab, dtype=torch.int64))
-        self.register_buffer("big_t", torch.zeros(vocab, dtype=torch.int64))
-        self.register_buffer("slot_tok", torch.full((H, nb, S), -1, dtype=torch.int32))
-        self.register_buffer("slot_cnt", torch.zeros(H, nb, S, dtype=torch.int32))
-        self.register_buffer("ctx_n", torch.zeros(H, nb, dtype=torch.int32))
-        self.register_buffer("ctx_t", torch.zeros(H, nb, dtype=torch.int32))
-        self.register_buffer("seen", torch.zeros(1 << cfg.seen_log2, dtype=torch.bool))
-        self.register_buffer("counted", torch.zeros((), dtype=torch.int64))
+        self.cfg, self.V, self.K, self.F = cfg, vocab, cfg.max_order, cfg.folds
+        F, H, nb, S, S1 = cfg.folds, cfg.max_order - 1, 1 << cfg.buckets_log2, cfg.slots, cfg.slots_short
+        self.register_buffer("uni", torch.zeros(F, vocab, dtype=torch.int64))
+        empty = -1 << 32  # token -1, count 0
+        self.register_buffer("short_slots", torch.full((F, vocab, S1), empty, dtype=torch.int64))
+        self.register_buffer("short_ctx", torch.zeros(F, vocab, dtype=torch.int64))
+        self.register_buffer("slots", torch.full((F, H, nb, S), empty, dtype=torch.int64))
+        self.register_buffer("ctx", torch.zeros(F, H, nb, dtype=torch.int64))
+        self.register_buffer("seen", torch.zeros(F, 1 << cfg.seen_log2, dtype=torch.bool))
+        self.register_buffer("counted", torch.zeros(F, dtype=torch.int64))
         self.mix_logits = nn.Parameter(torch.zeros(cfg.max_order + 1))  # pi over context lengths 0..K
         self.scale = nn.Parameter(torch.tensor(1.0))
 
+    def tables_for(self, batch_fold: int) -> int:
+        """The tables a training batch of `batch_fold` reads: never its own fold's (with one fold: in-sample)."""
+        return (batch_fold + 1) % self.F
+
     # ------------------------------------------------------------------ counting
-    @torch.no_grad()
-    def observe(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        """Count every (context, next token) pair of a batch: contexts from `x`, next tokens `y` (= x shifted)."""
-        V, cfg = self.V, self.cfg
-        x, y = x.long(), y.long()
-        self.counted += y.numel()
-        self.uni += torch.bincount(y.flatten(), minlength=V)
-        pairs, counts = torch.unique((x * V + y).flatten(), return_counts=True)
-        before = self.big.view(-1)[pairs]
-        self.big.view(-1).index_add_(0, pairs, counts.int())
-        self.big_n.index_add_(0, pairs // V, counts)
-        self.big_t.index_add_(0, (pairs // V)[before == 0], torch.ones_like(pairs[before == 0]))
+    def _groups(self, x: torch.Tensor, f: int):
+        """Per table group of fold f: (context row of every position (L, B, T), which exist (L, 1, T), packed
+        slots (R, S), packed contexts (R,))."""
+        short = (x[None], torch.ones(1, 1, x.size(1), dtype=torch.bool, device=x.device), self.short_slots[f],
+                 self.short_ctx[f])
         if self.K < 2:
-            return
+            return [short]
         hashes, valid = context_hashes(x, self.K)
-        H, nb = self.K - 1, 1 << cfg.buckets_log2
-        ob = torch.arange(H, device=x.device)[:, None, None] * nb + _bucket(hashes, cfg.buckets_log2)
-        keep = valid.expand_as(ob)
-        keys = ob[keep] * V + y.expand(H, -1, -1)[keep]
-        keys, counts = torch.unique(keys, return_counts=True)
-        kob, ktok = keys // V, keys % V
-        self.ctx_n.view(-1).index_add_(0, kob, counts.int())
-        seen_at = _bucket(keys, cfg.seen_log2)
-        new = ~self.seen[seen_at]
-        self.seen[seen_at] = True
-        self.ctx_t.view(-1).index_add_(0, kob[new], torch.ones_like(kob[new], dtype=torch.int32))
-        self._update_slots(kob, ktok, counts)
-
-    def _update_slots(self, ob: torch.Tensor, tok: torch.Tensor, c: torch.Tensor) -> None:
-        S, V = self.cfg.slots, self.V
-        st, sc = self.slot_tok.view(-1, S), self.slot_cnt.view(-1, S)
-        match = st[ob] == tok[:, None].int()
-        found = match.any(1)
-        flat = ob * S + match.int().argmax(1)
-        sc.view(-1).index_add_(0, flat[found], c[found].int())
-        ob, tok, c = ob[~found], tok[~found], c[~found]
-        for _ in range(S):  # at most one new continuation per bucket per round
-            if ob.numel() == 0:
-                break
-            score = c * V + (V - 1 - tok)  # the most frequent first; ties to the smaller token id
-            buckets, inv = torch.unique(ob, return_inverse=True)
-            best = torch.zeros(len(buckets), dtype=score.dtype, device=score.device)
-            best = best.scatter_reduce(0, inv, score, "amax", include_self=False)
-            win = score == best[inv]
-            w_ob, w_tok, w_c = ob[win], tok[win], c[win]
-            counts = sc[w_ob]
-            j = counts.argmin(1)
-            enter = w_c > counts.gather(1, j[:, None])[:, 0]  # beats the smallest slot (an empty slot is 0)
-            where = w_ob[enter] * S + j[enter]
-            st.view(-1)[where] = w_tok[enter].int()
-            sc.view(-1)[where] = w_c[enter].int()
-            ob, tok, c = ob[~win], tok[~win], c[~win]
+        H, nb = self.K - 1, 1 << self.cfg.buckets_log2
+        rows = torch.arange(H, device=x.device)[:, None, None] * nb + _bucket(hashes, self.cfg.buckets_log2)
+        return [short, (rows, valid, self.slots[f].view(-1, self.cfg.slots), self.ctx[f].view(-1))]
 
     @torch.no_grad()
-    def count_tokens(self, shards: list[np.ndarray], chunk: int = CHUNK) -> float:
-        """Count whole token streams (the training shards), `chunk` tokens at a time; returns seconds taken.
+    def observe(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
+        """Count every (context, next token) pair of a batch of `fold`: contexts from `x`, next tokens `y`."""
+        V = self.V
+        x, y = x.long(), y.long()
+        self.counted[fold] += y.numel()
+        self.uni[fold] += torch.bincount(y.flatten(), minlength=V)
+        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold)):
+            keep = valid.expand_as(rows)
+            keys, counts = torch.unique(rows[keep] * V + y.expand_as(rows)[keep], return_counts=True)
+            ctx, tok = keys // V, keys % V
+            ctx_table.index_add_(0, ctx, counts)  # totals, in the low half
+            seen_at = _bucket(keys * 2 + g, self.cfg.seen_log2)
+            new = ~self.seen[fold, seen_at]
+            self.seen[fold, seen_at] = True
+            ctx_table.index_add_(0, ctx[new], torch.full_like(ctx[new], 1 << 32))  # types, in the high half
+            _update_slots(slots, ctx, tok, counts)
 
-        Contexts do not cross chunk boundaries (at most K-1 pairs lost per chunk).
-        """
+    @torch.no_grad()
+    def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128) -> float:
+        """Count the training shards up front, window by window as the loader cuts them (window i belongs to fold
+        i mod folds); returns seconds taken."""
         t0 = time.perf_counter()
         device = self.uni.device
+        index = 0
         for shard in shards:
-            for i in range(0, len(shard) - 1, chunk):
-                part = torch.from_numpy(np.asarray(shard[i : i + chunk + 1], dtype=np.int64)).to(device)
-                if len(part) > 1:
-                    self.observe(part[None, :-1], part[None, 1:])
+            starts = np.arange(0, len(shard) - seq_len, seq_len)
+            folds = (index + np.arange(len(starts))) % self.F
+            index += len(starts)
+            for f in range(self.F):
+                mine = starts[folds == f]
+                for i in range(0, len(mine), windows_per_call):
+                    rows = np.stack([shard[o : o + seq_len + 1] for o in mine[i : i + windows_per_call]])
+                    rows = torch.from_numpy(rows.astype(np.int64)).to(device)
+                    self.observe(rows[:, :-1], rows[:, 1:], f)
         return time.perf_counter() - t0
 
-    # ------------------------------------------------------------------ the distribution and the bias
+    # ------------------------------------------------------------------ the distribution
     def mixture(self) -> torch.Tensor:
         return torch.softmax(self.mix_logits, 0)
 
-    def distribution(self, x: torch.Tensor) -> torch.Tensor:
-        """P_mix(next token | context) for every position of x: (B, T, V), rows sum to 1."""
-        V, S, cfg = self.V, self.cfg.slots, self.cfg
+    def unigram(self, f: int) -> torch.Tensor:
+        uni = self.uni[f].float()
+        return (uni + 1) / (uni.sum() + self.V)
+
+    def entries(self, x: torch.Tensor, f: int):
+        """P_mix from the tables of fold f, for every position of x, as (P_0 (V,), coef_0 (B, T), tokens
+        (B, T, E), values (B, T, E)): P_mix(w) = coef_0 * P_0(w) + the values of the entries whose token is w."""
         x = x.long()
         B, T = x.shape
-        uni = self.uni.float()
-        p0 = (uni + 1) / (uni.sum() + V)
-        n1, t1 = self.big_n.float()[x], self.big_t.float()[x]
-        rows = self.big[x].float()
-        p1 = torch.where((n1 > 0)[..., None], (rows + t1[..., None] * p0) / (n1 + t1).clamp_min(1)[..., None], p0)
         pi = self.mixture()
-        if self.K < 2:
-            return pi[0] * p0 + pi[1] * p1
-        hashes, valid = context_hashes(x, self.K)
-        H, nb = self.K - 1, 1 << cfg.buckets_log2
-        ob = torch.arange(H, device=x.device)[:, None, None] * nb + _bucket(hashes, cfg.buckets_log2)
-        n = self.ctx_n.view(-1)[ob].float()
-        t = self.ctx_t.view(-1)[ob].float()
-        toks = self.slot_tok.view(-1, S)[ob].long()  # (H, B, T, S)
-        cnts = self.slot_cnt.view(-1, S)[ob].float()
-        known = valid & (n > 0)
-        denom = (n + t).clamp_min(1)
-        escape = torch.where(known, (t + n - cnts.sum(-1)) / denom, torch.ones_like(n))  # a_k
-        share = torch.where(known[..., None], cnts / denom[..., None], torch.zeros_like(cnts))  # s_k on its slots
-        # P_mix = pi_0 p0 + coef_1 p1 + sum_{k>=2} coef_k s_k, coef_k = pi_k + a_{k+1} coef_{k+1}, coef_K = pi_K
-        coef = [None] * (self.K + 1)
+        escapes, shares, toks = [], [], []
+        for rows, valid, slots, ctx_table in self._groups(x, f):
+            ctx = ctx_table[rows]  # (L, B, T)
+            n, t = (ctx & LOW).float(), (ctx >> 32).float()
+            tok, cnt = unpack_slots(slots[rows])  # (L, B, T, S)
+            a, s = _witten_bell(n, t, cnt.float(), valid & (n > 0))
+            escapes.extend(a.unbind(0))
+            shares.extend(s.unbind(0))
+            toks.extend(tok.clamp_min(0).unbind(0))
+        coef = [None] * (self.K + 1)  # coef_k = pi_k + a_{k+1} coef_{k+1}; escapes[k-1] is a_k
         coef[self.K] = pi[self.K].expand(B, T)
-        for k in range(self.K - 1, 0, -1):
-            coef[k] = pi[k] + escape[k + 1 - 2] * coef[k + 1]
-        p = pi[0] * p0 + coef[1][..., None] * p1
-        sparse_vals = torch.stack([coef[k] for k in range(2, self.K + 1)])[..., None] * share  # (H, B, T, S)
-        idx = toks.clamp_min(0).permute(1, 2, 0, 3).reshape(B, T, H * S)
-        vals = sparse_vals.permute(1, 2, 0, 3).reshape(B, T, H * S)
-        return p.scatter_add(-1, idx, vals)
+        for k in range(self.K - 1, -1, -1):
+            coef[k] = pi[k] + escapes[k] * coef[k + 1]
+        values = torch.cat([coef[k + 1][..., None] * shares[k] for k in range(self.K)], -1)
+        return self.unigram(f), coef[0], torch.cat(toks, -1), values
+
+    def floor_and_distribution(self, x: torch.Tensor, batch_fold: int | None = None):
+        """(floor, P_mix), dense (B, T, V): P_mix(next token | context) and its floor coef_0 * P_0 (the mass that
+        backed off all the way to the unigram), as a training batch of `batch_fold` sees them, or (None) as
+        evaluation does, averaged over the folds' tables."""
+        folds = range(self.F) if batch_fold is None else [self.tables_for(batch_fold)]
+        floor = total = 0
+        for f in folds:
+            p0, c0, toks, values = self.entries(x, f)
+            fl = c0[..., None] * p0
+            floor, total = floor + fl, total + fl.scatter_add(-1, toks, values)
+        return floor / len(folds), total / len(folds)
+
+    def distribution(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
+        """P_mix(next token | context), dense (B, T, V); rows sum to 1."""
+        return self.floor_and_distribution(x, batch_fold)[1]
+
+    # ------------------------------------------------------------------ the bias
+    def bias(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
+        """(1 - scale) * log floor + scale * log P_mix, dense (B, T, V)."""
+        floor, p = self.floor_and_distribution(x, batch_fold)
+        return (1 - self.scale) * torch.log(floor) + self.scale * torch.log(p)
 
     @torch.compiler.disable
-    def bias(self, x: torch.Tensor) -> torch.Tensor:
-        """scale * log P_mix. Always eager (one graph break in a compiled model): the hashing must match the
-        eager counting bit for bit, and Inductor in torch 2.11 fails to compile it for CUDA."""
-        return self.scale * torch.log(self.distribution(x))
+    def bias_parts(self, x: torch.Tensor, batch_fold: int):
+        """The bias of a training batch as (log P_0 (V,), tokens (B, T, E), corrections (B, T, E)): log P_0 plus
+        the corrections scattered at their tokens equals `bias` up to a per-position constant (log coef_0, which
+        the softmax cancels). Always eager (one graph break in a compiled model): its integer hashing must match
+        the eager counting bit for bit."""
+        p0, c0, toks, values = self.entries(x, self.tables_for(batch_fold))
+        key = toks.to(torch.int16 if self.V <= 32767 else torch.int32)  # a narrow key sorts faster
+        _, order = key.sort(-1)  # entries for the same token become neighbours ...
+        toks, values = toks.gather(-1, order), values.gather(-1, order)
+        total = values.cumsum(-1)
+        E = toks.size(-1)
+        first = torch.ones_like(toks, dtype=torch.bool)
+        first[..., 1:] = toks[..., 1:] != toks[..., :-1]
+        last = torch.ones_like(first)
+        last[..., :-1] = first[..., 1:]
+        start = torch.where(first, torch.arange(E, device=x.device), 0).cummax(-1).values
+        run_sum = total - (total - values).gather(-1, start)  # ... summed within each run; complete at its end
+        gain = torch.log1p(run_sum / (c0[..., None] * p0[toks]))  # log(P_mix / floor) at the token
+        corrections = torch.where(last, self.scale * gain, torch.zeros_like(gain))
+        return torch.log(p0), toks, corrections
+
+    def add_to(self, logits: torch.Tensor, x: torch.Tensor, batch_fold: int | None = None, parts=None) -> torch.Tensor:
+        """logits + bias. Training batches (of `batch_fold`) take the sparse form (`parts`: `bias_parts` computed
+        already); evaluation (None) the dense form over the folds' average (exact, uncharged)."""
+        if batch_fold is None:
+            return logits + self.bias(x)
+        log_p0, toks, corr = parts if parts is not None else self.bias_parts(x, batch_fold)
+        return (logits + log_p0).scatter_add(-1, toks, corr)
 
     # ------------------------------------------------------------------ reporting
     def table_mib(self) -> float:
@@ -198,11 +291,13 @@ class NGramMix(nn.Module):
 
     def summary(self) -> dict:
         return {
-            "counted_tokens": int(self.counted),
+            "folds": self.F,
+            "counted_tokens": int(self.counted.sum()),
             "table_mib": self.table_mib(),
             "mixture": [round(float(v), 5) for v in self.mixture().detach()],
             "scale": float(self.scale.detach()),
-            "contexts_in_use": [int((self.ctx_n[h] > 0).sum()) for h in range(self.K - 1)],
+            "contexts_in_use": [int(((self.short_ctx & LOW) > 0).sum())]
+            + [int(((self.ctx[:, h] & LOW) > 0).sum()) for h in range(self.K - 1)],
         }
 
 
@@ -213,11 +308,11 @@ class NGramOnly(nn.Module):
         super().__init__()
         self.ngram = NGramMix(cfg, vocab)
 
-    def logits(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.ngram.bias(idx)
+    def logits(self, idx: torch.Tensor, fold: int | None = None) -> torch.Tensor:
+        return self.ngram.bias(idx, fold)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
-        z = self.logits(idx)
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean", fold: int | None = None):
+        z = self.logits(idx, fold)
         loss = F.cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), reduction=reduction)
         return loss.view(targets.shape) if reduction == "none" else loss
 

@@ -25,6 +25,7 @@ class Features:
     bigram_update: str = "sparse"
     ngram: bool = False
     ngram_counting: str = "stream"
+    ngram_folds: int = 2
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,17 @@ COMPILE = BASELINE.derive(
 BIGRAM = COMPILE.derive("bigram", "a hashed bigram embedding table, updated sparsely (only touched rows)", bigram=True)
 BIGRAM_DENSE = BIGRAM.derive("bigram-dense", "the bigram table with the naive dense AdamW update (the slow path)",
                              bigram_update="dense")
-NGRAM = BIGRAM.derive("ngram", "an n-gram model (orders up to 16) counted during the run, mixed into the logits",
-                      ngram=True)
-NGRAM_SHARDS = NGRAM.derive("ngram-shards", "the n-gram mix with the train shards counted up front (charged)",
-                            ngram_counting="shards")
+NGRAM = BIGRAM.derive("ngram", "an n-gram model (contexts up to 16 tokens) counted from the train shards, cross-fitted, "
+                      "mixed into the logits", ngram=True, ngram_counting="shards")
+NGRAM_STREAM = NGRAM.derive("ngram-stream", "the n-gram mix counted from batches as they stream past (first epoch)",
+                            ngram_counting="stream")
+NGRAM_INSAMPLE = NGRAM.derive("ngram-insample", "the n-gram counts read in-sample (one fold): the leak cross-fitting "
+                              "prevents", ngram_folds=1)
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_SHARDS, NGRAM_ONLY]}
+RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
+                                         NGRAM_ONLY]}
 BEST = "ngram"
 
 
@@ -87,7 +91,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         network=f.network,
         bigram=BigramConfig(rows=p.bigram_rows, update=f.bigram_update) if f.bigram else None,
         ngram=(
-            NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting)
+            NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting,
+                        folds=f.ngram_folds)
             if f.ngram
             else None
         ),

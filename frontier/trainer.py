@@ -108,6 +108,30 @@ class Progress:
             print(line, file=self.stream, flush=True)
 
 
+def make_loader(cfg: RunConfig, dataset: Dataset, seed: int) -> TrainLoader:
+    folds = cfg.model.ngram.folds if cfg.model.ngram is not None else 1
+    return TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed, folds)
+
+
+def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: DeviceInfo, frac: float, step: int,
+               ngram=None) -> tuple[torch.Tensor, float]:
+    """One step on the next batch, all of it charged: forward, backward, update, and (streaming n-gram counting,
+    first epoch only) counting the batch after the step that used it, so a batch never sees its own counts."""
+    count_it = ngram is not None and ngram.cfg.counting == "stream" and loader.epoch == 0
+    x, y = loader.next_batch()
+    count_it = count_it and loader.epoch == 0
+    x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
+    with device.autocast():
+        loss = step_model(x, y) if ngram is None else step_model(x, y, fold=loader.batch_fold)
+    loss.backward()
+    lr_mult = opts.step(frac, step, x)
+    opts.zero_grad()
+    if count_it:
+        ngram.observe(x, y, loader.batch_fold)
+    device.step_end()
+    return loss, lr_mult
+
+
 def _prepare_run_dir(run_dir: Path, resume: bool) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -163,7 +187,7 @@ def train(
     np.random.seed(seed)
     model = build_model(cfg).to(device.device)
     opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype)
-    loader = TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed)
+    loader = make_loader(cfg, dataset, seed)
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     if ckpt is not None:
@@ -205,7 +229,8 @@ def train(
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.charged_steps * tokens_per_step / clock.charged_s if clock.charged_s else None,
             "compile": watch.summary(),
-            "ngram": dict(ngram.summary(), counting=counting) if ngram is not None else None,
+            "ngram": (dict(ngram.summary(), counting=counting, counting_s=base_record.get("ngram_counting_s"))
+                      if ngram is not None else None),
             "curve": curve,
             **extra,
         }
@@ -221,28 +246,19 @@ def train(
     watch = CompileWatch(cfg.train.compile, strict, log)
     step_model = compile_model(model, device) if cfg.train.compile else model
     ngram = getattr(model, "ngram", None)
-    counting = cfg.model.ngram.counting if ngram is not None else None
+    counting = ngram.cfg.counting if ngram is not None else None
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
-        clock.add_charged(ngram.count_tokens(dataset.train_tokens()))
+        counting_s = ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
+        clock.add_charged(counting_s)
+        base_record["ngram_counting_s"] = counting_s
     last_loss, t_last = float("nan"), 0.0
     show = Progress(progress)
     try:
         with _StopFlag() as stop:
             while not clock.done:
                 t0 = time.perf_counter()
-                first_epoch = loader.epoch == 0
-                x, y = loader.next_batch()
-                first_epoch = first_epoch and loader.epoch == 0
-                x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
-                with device.autocast():
-                    loss = step_model(x, y)
-                loss.backward()
-                lr_mult = opts.step(clock.fraction, clock.steps, x)
-                opts.zero_grad()
-                if counting == "stream" and first_epoch:  # after the step: a batch never sees its own counts
-                    ngram.observe(x, y)
-                device.step_end()
+                loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram)
                 last_loss = float(loss.detach())
                 clock.add_step(time.perf_counter() - t0)
                 if clock.steps >= clock.uncharged_steps:
@@ -260,7 +276,7 @@ def train(
                 t_now = time.perf_counter()
                 if t_now - t_last > 0.5 or clock.done:
                     t_last = t_now
-                    tok_s = clock.charged_steps * x.numel() / clock.charged_s if clock.charged_s else 0.0
+                    tok_s = clock.charged_steps * cfg.train.batch_size * cfg.train.seq_len / clock.charged_s if clock.charged_s else 0.0
                     show.update(clock, last_loss, tok_s, final=clock.done)
                 if stop.signal:
                     checkpoint(run_dir / CHECKPOINT)

@@ -51,11 +51,12 @@ print(f"profile {P.name}: {P.summary}")
 # ## Step time, eager against compiled
 #
 # `frontier bench` builds both recipes once, warms each up (the first compiled step is where compilation
-# happens), then times them in alternation, A B A B ..., so that anything else the machine does affects both
-# alike. The ratio is the compiled median over the eager median.
+# happens; `cold=True` turns off Inductor's on-disk caches so that it is timed from scratch), then times them in
+# alternation, A B A B ..., so that anything else the machine does affects both alike. The ratio is the compiled
+# median over the eager median.
 
 # %%
-bench = run_bench(["baseline", "compile"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=5)
+bench = run_bench(["baseline", "compile"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=5, cold=True)
 print(format_bench(bench))
 
 # %%

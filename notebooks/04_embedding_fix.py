@@ -70,7 +70,7 @@ loader = TrainLoader(data.train_tokens(), P.seq_len, P.batch_size, seed=0)
 x, _ = loader.next_batch()
 rows_list = [1 << 16, 1 << 18, 1 << 19] if P.name != "smoke" else [1 << 10, 1 << 12, 1 << 14]
 touch = [{"table_rows": r, "positions": x.numel(), "touched_rows": touched_rows(x, r),
-          "touched_share": touched_rows(x, r) / r} for r in rows_list + [cfg.model.bigram.rows]]
+          "touched_share": touched_rows(x, r) / r} for r in sorted(set(rows_list + [cfg.model.bigram.rows]))]
 display(Markdown(report.markdown_table(touch, {"table_rows": "table rows", "positions": "positions in a batch",
                                                "touched_rows": "distinct rows touched", "touched_share": "share of the table"},
                                        {"touched_share": ".3%"})))

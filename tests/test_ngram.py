@@ -9,7 +9,7 @@ import torch
 
 from frontier.config import NGramConfig
 from frontier.devices import select_device
-from frontier.ngram import NGramMix, _bucket, context_hashes
+from frontier.ngram import LOW, NGramMix, _bucket, context_hashes, unpack_slots
 from frontier.recipes import resolve
 from frontier.trainer import build_model, train
 
@@ -17,7 +17,8 @@ V = 12
 
 
 def _counted(tokens, **cfg):
-    m = NGramMix(NGramConfig(**{"max_order": 4, "buckets_log2": 14, "seen_log2": 20, "slots": 4, **cfg}), V)
+    """Tables of one fold (in-sample), so that what was counted is what is read."""
+    m = NGramMix(NGramConfig(**{"max_order": 4, "buckets_log2": 14, "seen_log2": 20, "slots": 4, "folds": 1, **cfg}), V)
     t = torch.tensor(tokens)[None]
     m.observe(t[:, :-1], t[:, 1:])
     return m
@@ -35,13 +36,13 @@ def _text(n=400, seed=0):
 def test_counts_match_brute_force():
     tokens = _text()
     m = _counted(tokens)
-    assert m.uni.tolist() == [tokens[1:].count(v) for v in range(V)]
+    assert m.uni[0].tolist() == [tokens[1:].count(v) for v in range(V)]
     pairs = collections.Counter(zip(tokens[:-1], tokens[1:]))
-    big = np.zeros((V, V), int)
-    for (a, b), c in pairs.items():
-        big[a, b] = c
-    assert np.array_equal(m.big.numpy(), big)
-    assert m.big_t.tolist() == [(big[a] > 0).sum() for a in range(V)]
+    for a in range(V):  # context length 1: one row per token, every continuation fits in its 32 slots
+        counter = {b: c for (p, b), c in pairs.items() if p == a}
+        assert m.short_ctx[0, a] & LOW == sum(counter.values()) and m.short_ctx[0, a] >> 32 == len(counter)
+        tok, cnt = unpack_slots(m.short_slots[0, a])
+        assert {int(tk): int(n) for tk, n in zip(tok, cnt) if tk >= 0} == counter
     for k in range(2, 5):  # contexts of length k: totals, types, and the top slots
         ctx = collections.defaultdict(collections.Counter)
         for t in range(k - 1, len(tokens) - 1):
@@ -55,9 +56,10 @@ def test_counts_match_brute_force():
         assert all(len(s) == 1 for s in by_bucket.values()), "hash collision: enlarge buckets in this test"
         for b, (c,) in by_bucket.items():
             counter = ctx[c]
-            assert m.ctx_n[k - 2, b] == sum(counter.values())
-            assert m.ctx_t[k - 2, b] == len(counter)
-            slots = {int(tk): int(n) for tk, n in zip(m.slot_tok[k - 2, b], m.slot_cnt[k - 2, b]) if tk >= 0}
+            assert m.ctx[0, k - 2, b] & LOW == sum(counter.values())
+            assert m.ctx[0, k - 2, b] >> 32 == len(counter)
+            tok, cnt = unpack_slots(m.slots[0, k - 2, b])
+            slots = {int(tk): int(n) for tk, n in zip(tok, cnt) if tk >= 0}
             assert all(counter[tk] == n for tk, n in slots.items())
             if len(counter) <= 4:
                 assert slots == dict(counter)
@@ -78,25 +80,65 @@ def test_every_order_and_the_mixture_sum_to_one():
         assert torch.allclose(m.distribution(x).sum(-1), torch.ones(1, 64), atol=1e-5), k
 
 
-def test_mixed_logits_softmax_sums_to_one():
+def _sparse_bias(m, x, fold):
+    log_p0, toks, corr = m.bias_parts(x, fold)
+    return log_p0.expand(*x.shape, -1).scatter_add(-1, toks, corr)
+
+
+def test_mixed_logits_softmax_sums_to_one_and_match_the_dense_formula():
     m = _counted(_text())
+    with torch.no_grad():
+        m.mix_logits.copy_(torch.randn(5))
+        m.scale.fill_(0.7)
     x = torch.tensor(_text(64, seed=2))[None]
-    logits = torch.randn(1, 64, V) * 3 + m.bias(x)
-    assert torch.allclose(torch.softmax(logits, -1).sum(-1), torch.ones(1, 64), atol=1e-5)
+    z = torch.randn(1, 64, V) * 3
+    floor, p = m.floor_and_distribution(x)
+    exact = torch.softmax(z + 0.3 * torch.log(floor) + 0.7 * torch.log(p), -1)
+    for fold in (None, 0):  # evaluation (dense) and a training batch (sparse form)
+        mixed = torch.softmax(m.add_to(z, x, fold), -1)
+        assert torch.allclose(mixed.sum(-1), torch.ones(1, 64), atol=1e-5)
+        assert torch.allclose(mixed, exact, atol=1e-5), fold
+    with torch.no_grad():
+        m.scale.fill_(1.0)  # scale 1: the bias is log P_mix itself, up to a per-position constant
+    diff = _sparse_bias(m, x, 0) - torch.log(m.distribution(x))
+    assert torch.allclose(diff, diff[..., :1].expand_as(diff), atol=1e-4)
 
 
-def test_bias_ignores_the_target_and_everything_after_it():
+def test_gradients_reach_the_mixture_and_the_scale():
+    m = _counted(_text())
+    x = torch.tensor(_text(64, seed=4))[None]
+    y = torch.tensor(_text(65, seed=4))[None, 1:]
+    loss = torch.nn.functional.cross_entropy(m.add_to(torch.zeros(1, 64, V), x, 0).view(-1, V), y.reshape(-1))
+    loss.backward()
+    assert m.mix_logits.grad.abs().sum() > 0 and m.scale.grad.abs() > 0
+
+
+@pytest.mark.parametrize("form", ["evaluation", "training"])
+def test_bias_ignores_the_target_and_everything_after_it(form):
     m = _counted(_text())
     x = torch.tensor(_text(64, seed=3))[None]
-    before = m.bias(x)
+    bias = (lambda t: m.bias(t)) if form == "evaluation" else (lambda t: _sparse_bias(m, t, 0))
+    before = bias(x)
     for t in [0, 10, 40, 62]:
         changed = x.clone()
         changed[0, t + 1 :] = (changed[0, t + 1 :] + 5) % V  # the target of position t and all later tokens
-        after = m.bias(changed)
+        after = bias(changed)
         assert torch.equal(before[0, : t + 1], after[0, : t + 1]), t
     changed = x.clone()
     changed[0, 30] = (changed[0, 30] + 1) % V  # a context token does change the bias
-    assert not torch.equal(before[0, 30], m.bias(changed)[0, 30])
+    assert not torch.equal(before[0, 30], bias(changed)[0, 30])
+
+
+def test_a_batch_never_reads_its_own_folds_counts():
+    m = NGramMix(NGramConfig(max_order=4, buckets_log2=14, seen_log2=20, folds=2), V)
+    x = torch.tensor(_text(65, seed=5))[None]
+    empty = _sparse_bias(m, x[:, :-1], 0).clone()
+    m.observe(x[:, :-1], x[:, 1:], fold=0)  # counts of fold 0 ...
+    assert torch.equal(_sparse_bias(m, x[:, :-1], 0), empty)  # ... are invisible to a batch of fold 0
+    assert not torch.equal(_sparse_bias(m, x[:, :-1], 1), empty)  # ... and visible to fold 1
+    p = m.distribution(x[:, :-1])  # evaluation: the average of both folds' distributions
+    half = 0.5 * (m.distribution(x[:, :-1], batch_fold=0) + m.distribution(x[:, :-1], batch_fold=1))
+    assert torch.allclose(p, half) and torch.allclose(p.sum(-1), torch.ones(1, 64), atol=1e-5)
 
 
 def test_a_context_seen_once_gets_half_and_backs_off_with_the_other_half():
@@ -139,7 +181,7 @@ def test_tables_never_count_validation_tokens(tmp_path, corpus_dir, counting):
     rb = train(cfg, b, tmp_path / "rb", cpu, seed=0, steps=6, progress=False)
     ta = torch.load(tmp_path / "ra" / "checkpoint.pt", weights_only=False)["model"]
     tb = torch.load(tmp_path / "rb" / "checkpoint.pt", weights_only=False)["model"]
-    for name in ["ngram.uni", "ngram.big", "ngram.slot_tok", "ngram.slot_cnt", "ngram.ctx_n", "ngram.ctx_t", "ngram.seen"]:
+    for name in ["ngram.uni", "ngram.short_slots", "ngram.short_ctx", "ngram.slots", "ngram.ctx", "ngram.seen"]:
         assert torch.equal(ta[name], tb[name]), name
     assert ra["ngram"]["counted_tokens"] > 0
     assert ra["val_bpb"] != rb["val_bpb"]  # different validation text, same tables
