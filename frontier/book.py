@@ -62,6 +62,8 @@ def _strip_cell_timings(nb) -> None:
             if not pm:
                 del cell.metadata["papermill"]
         cell.get("metadata", {}).pop("execution", None)
+        if cell.get("metadata", {}).get("tags") == []:  # papermill adds empty tag lists
+            del cell.metadata["tags"]
     nb.metadata.get("papermill", {}).pop("duration", None)
     for k in ("start_time", "end_time", "input_path", "output_path", "environment_variables", "version"):
         nb.metadata.get("papermill", {}).pop(k, None)

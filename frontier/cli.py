@@ -148,14 +148,43 @@ def cmd_bench(a) -> int:
     return 0
 
 
+def cmd_bench_table(a) -> int:
+    import torch
+
+    from .bigram import bench_update
+    from .profiles import get_profile
+
+    p = get_profile(a.profile)
+    try:
+        sizes = [int(v) for v in a.rows_log2.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--rows-log2 {a.rows_log2!r} is not a list of whole numbers", "pass e.g. --rows-log2 16,18,19") from None
+    batch = torch.randint(0, p.vocab_size, (p.batch_size, p.seq_len), generator=torch.Generator().manual_seed(0))
+    print(f"bigram table update, width {p.n_embd}, {batch.numel():,} positions per step (profile {p.name}); "
+          f"ms per step, best of {a.repeats} alternating rounds")
+    print(f"{'rows':>10}{'dense ms':>11}{'sparse ms':>11}{'dense/sparse':>14}")
+    for k in sizes:
+        t = bench_update(1 << k, p.n_embd, batch, steps=a.steps, repeats=a.repeats)
+        d, s = min(t["dense"]), min(t["sparse"])
+        print(f"{'2^' + str(k):>10}{d:>11.2f}{s:>11.2f}{d / s:>13.1f}x")
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with bad arguments reported on one line (`error: ...; see --help`), exit status 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .devices import DEVICES
 
-    p = argparse.ArgumentParser(prog="frontier", description="Train, evaluate and compare the write-up's recipes.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = _Parser(prog="frontier", description="Train, evaluate and compare the write-up's recipes.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("prepare", help="build a dataset folder (tokenizer, shards, manifest)",
                        description="Build a dataset folder from the embedded corpus or your own text.")
@@ -210,6 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
     s.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("bench-table", help="time the bigram table's update, dense against sparse",
+                       description="The bigram table's share of a step (gather, backward, update), dense AdamW against "
+                                   "the sparse row-wise Adam, at several table sizes, timed in alternation.")
+    s.add_argument("--profile", default="cpu", help="width and batch shape come from this profile")
+    s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
+    s.add_argument("--steps", type=_positive_int, default=5)
+    s.add_argument("--repeats", type=_positive_int, default=3)
+    s.set_defaults(func=cmd_bench_table)
 
     s = sub.add_parser("recipes", help="list the recipes")
     s.set_defaults(func=cmd_recipes)

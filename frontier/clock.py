@@ -8,7 +8,8 @@ which everything counts.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import statistics
+from dataclasses import asdict, dataclass, field
 
 
 @dataclass
@@ -22,10 +23,13 @@ class BudgetClock:
     charged_steps: int = 0
     first_step_s: float = 0.0
     max_steps: int | None = None  # --steps N: stop after N steps whatever the clock says
+    recent_steps_s: list = field(default_factory=list)  # the last few step times, for a typical step
 
     def add_step(self, seconds: float) -> None:
         if self.steps == 0:
             self.first_step_s = seconds
+        elif self.steps >= self.uncharged_steps:
+            self.recent_steps_s = (self.recent_steps_s + [seconds])[-64:]
         if self.steps < self.uncharged_steps:
             free = min(seconds, max(self.allowance_s - self.uncharged_s, 0.0))
             self.uncharged_s += free
@@ -50,6 +54,21 @@ class BudgetClock:
     @property
     def done(self) -> bool:
         return self.fraction >= 1.0
+
+    @property
+    def step_s_median(self) -> float | None:
+        """A typical step after warm-up (the median of the last 64)."""
+        return statistics.median(self.recent_steps_s) if self.recent_steps_s else None
+
+    @property
+    def compile_s(self) -> float | None:
+        """What the first step cost beyond a typical one: the compile (and other one-time set-up)."""
+        typical = self.step_s_median
+        return None if typical is None else max(self.first_step_s - typical, 0.0)
+
+    def tokens_per_s(self, tokens_per_step: int) -> float:
+        """Tokens of charged steps per charged second (0 before any charged step)."""
+        return self.charged_steps * tokens_per_step / self.charged_s if self.charged_s else 0.0
 
     @property
     def wall_s(self) -> float:

@@ -26,6 +26,7 @@ class Profile:
     batch_size: int
     budget_s: float
     bigram_rows: int
+    bigram_lr: float  # the table's Adam learning rate: lower where the data is read many times (cpu, smoke)
     ngram_buckets_log2: int
     ngram_seen_log2: int
     eval_batch_size: int
@@ -50,6 +51,7 @@ PROFILES: dict[str, Profile] = {
             batch_size=8,
             budget_s=4.0,
             bigram_rows=2**12,
+            bigram_lr=0.005,
             ngram_buckets_log2=12,
             ngram_seen_log2=16,
             eval_batch_size=16,
@@ -68,6 +70,7 @@ PROFILES: dict[str, Profile] = {
             batch_size=16,
             budget_s=180.0,
             bigram_rows=2**16,
+            bigram_lr=0.005,
             ngram_buckets_log2=18,
             ngram_seen_log2=24,
             eval_batch_size=32,
@@ -86,6 +89,7 @@ PROFILES: dict[str, Profile] = {
             batch_size=32,
             budget_s=1800.0,
             bigram_rows=2**19,
+            bigram_lr=0.05,
             ngram_buckets_log2=20,
             ngram_seen_log2=28,
             eval_batch_size=32,
@@ -104,6 +108,7 @@ PROFILES: dict[str, Profile] = {
             batch_size=32,
             budget_s=1800.0,
             bigram_rows=2**19,
+            bigram_lr=0.05,
             ngram_buckets_log2=20,
             ngram_seen_log2=28,
             eval_batch_size=32,

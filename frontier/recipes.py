@@ -89,7 +89,7 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         n_kv_head=p.n_kv_head,
         attn_gate=f.attn_gate,
         network=f.network,
-        bigram=BigramConfig(rows=p.bigram_rows, update=f.bigram_update) if f.bigram else None,
+        bigram=BigramConfig(rows=p.bigram_rows, lr=p.bigram_lr, update=f.bigram_update) if f.bigram else None,
         ngram=(
             NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting,
                         folds=f.ngram_folds)

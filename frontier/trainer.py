@@ -190,6 +190,7 @@ def train(
     loader = make_loader(cfg, dataset, seed)
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
+    tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     if ckpt is not None:
         model.load_state_dict(ckpt["model"])
         opts.load_state_dict(ckpt["optim"])
@@ -215,7 +216,6 @@ def train(
     }
 
     def record(status: str, **extra) -> dict:
-        tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
         rec = {
             **base_record,
             "status": status,
@@ -225,9 +225,11 @@ def train(
             "uncharged_s": clock.uncharged_s,
             "wall_s": clock.wall_s,
             "first_step_s": clock.first_step_s,
+            "step_s_median": clock.step_s_median,
+            "compile_s": clock.compile_s if cfg.train.compile else None,
             "steps": clock.steps,
             "tokens": clock.steps * tokens_per_step,
-            "tokens_per_s": clock.charged_steps * tokens_per_step / clock.charged_s if clock.charged_s else None,
+            "tokens_per_s": clock.tokens_per_s(tokens_per_step) or None,
             "compile": watch.summary(),
             "ngram": (dict(ngram.summary(), counting=counting, counting_s=base_record.get("ngram_counting_s"))
                       if ngram is not None else None),
@@ -276,8 +278,7 @@ def train(
                 t_now = time.perf_counter()
                 if t_now - t_last > 0.5 or clock.done:
                     t_last = t_now
-                    tok_s = clock.charged_steps * cfg.train.batch_size * cfg.train.seq_len / clock.charged_s if clock.charged_s else 0.0
-                    show.update(clock, last_loss, tok_s, final=clock.done)
+                    show.update(clock, last_loss, clock.tokens_per_s(tokens_per_step), final=clock.done)
                 if stop.signal:
                     checkpoint(run_dir / CHECKPOINT)
                     rec = record("interrupted", val_bpb=None, signal=stop.signal)

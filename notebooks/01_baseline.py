@@ -192,8 +192,7 @@ print(f"throughput: {report.pm(tok_s, 0)} tokens per charged second")
 print(f"hardware: {hw['cpu']}, {hw['cpu_cores']} cores, {hw['torch_threads']} torch threads, torch {hw['torch']}")
 
 # %% [markdown]
-# Back to the validation sentence: the trained baseline (seed 0) now spends far fewer bits on each token than the
-# uniform model did.
+# Back to the validation sentence, token by token: the uniform model against the trained baseline (seed 0).
 
 # %%
 model, _ = load_run_model(baseline[0]["run_dir"])

@@ -89,7 +89,20 @@ def test_bad_input_one_line_exit_2(tmp_path, smoke_data, bad_shard_data):
         assert_one_line_error(code, err, *words)
 
 
-def test_budget_must_be_positive(smoke_data):
+def test_bad_arguments_are_one_line_too(smoke_data):
     for b in ["0", "-5"]:
         code, out, err = run_cli("train", "--recipe", "baseline", "--profile", "smoke", "--budget", b)
-        assert code == 2 and "must be positive" in err and "Traceback" not in err
+        assert_one_line_error(code, err, "must be positive", "--help")
+    code, out, err = run_cli("train", "--recipe", "baseline", "--steps", "10", "--budget", "5")
+    assert_one_line_error(code, err, "not allowed with")
+    code, out, err = run_cli("frobnicate")
+    assert_one_line_error(code, err, "invalid choice")
+
+
+def test_bench_table_prints_dense_against_sparse():
+    code, out, err = run_cli("bench-table", "--profile", "smoke", "--rows-log2", "8,12", "--steps", "1", "--repeats", "1")
+    assert code == 0, err
+    rows = [l.split() for l in out.splitlines() if l.strip().startswith("2^")]
+    assert [r[0] for r in rows] == ["2^8", "2^12"] and all(r[-1].endswith("x") and float(r[1]) > 0 for r in rows)
+    code, out, err = run_cli("bench-table", "--rows-log2", "a,b")
+    assert_one_line_error(code, err, "--rows-log2")

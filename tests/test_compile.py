@@ -50,6 +50,7 @@ def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path):
     c = comp["compile"]
     assert c["frames_compiled_in_warmup"] >= 1 and c["recompiles_after_warmup"] == 0
     assert comp["uncharged_s"] > 0 and comp["first_step_s"] > eager["first_step_s"]
+    assert comp["compile_s"] > 0 and eager["compile_s"] is None and comp["step_s_median"] > 0
     assert comp["device"]["compile_backend"] == "inductor" and eager["compile"] is None
 
 

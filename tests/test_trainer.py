@@ -65,25 +65,33 @@ def test_clock_allowance():
     assert c.fraction == 0.2 and not c.done
     c.add_charged(8.0)
     assert c.done and c.wall_s == 13.0
+    assert c.step_s_median == 1.0 and c.compile_s == 1.0  # first step 2 s, a typical one 1 s
+    assert c.tokens_per_s(100) == 2 * 100 / 10.0
+
+
+class Faulty(torch.nn.Module):
+    """The real model, with something going wrong from its `at`-th forward pass on (`fault(loss)`)."""
+
+    def __init__(self, inner, at, fault):
+        super().__init__()
+        self.inner, self.at, self.fault, self.calls = inner, at, fault, 0
+
+    def num_params(self):
+        return self.inner.num_params()
+
+    def forward(self, x, y, reduction="mean"):
+        self.calls += 1
+        loss = self.inner(x, y, reduction)
+        return self.fault(loss) if self.calls >= self.at else loss
+
+
+def _faulty(monkeypatch, at, fault):
+    real_build = trainer_mod.build_model
+    monkeypatch.setattr(trainer_mod, "build_model", lambda cfg: Faulty(real_build(cfg), at, fault))
 
 
 def test_diverged_run_keeps_record_and_checkpoint(smoke_data, tmp_path, monkeypatch):
-    real_build = trainer_mod.build_model
-
-    class Explodes(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner, self.calls = inner, 0
-
-        def num_params(self):
-            return self.inner.num_params()
-
-        def forward(self, x, y, reduction="mean"):
-            self.calls += 1
-            loss = self.inner(x, y, reduction)
-            return loss * float("nan") if self.calls >= 4 else loss
-
-    monkeypatch.setattr(trainer_mod, "build_model", lambda cfg: Explodes(real_build(cfg)))
+    _faulty(monkeypatch, 4, lambda loss: loss * float("nan"))
     with pytest.raises(RunStopped) as e:
         _train(smoke_data, tmp_path / "d", steps=20)
     assert e.value.status == "diverged" and e.value.exit_code == 3
@@ -95,23 +103,10 @@ def test_diverged_run_keeps_record_and_checkpoint(smoke_data, tmp_path, monkeypa
 
 
 def test_a_crash_keeps_the_record_and_the_state(smoke_data, tmp_path, monkeypatch):
-    real_build = trainer_mod.build_model
+    def crash(loss):
+        raise RuntimeError("simulated compiler failure")
 
-    class Crashes(torch.nn.Module):
-        def __init__(self, inner):
-            super().__init__()
-            self.inner, self.calls = inner, 0
-
-        def num_params(self):
-            return self.inner.num_params()
-
-        def forward(self, x, y, reduction="mean"):
-            self.calls += 1
-            if self.calls == 3:
-                raise RuntimeError("simulated compiler failure")
-            return self.inner(x, y, reduction)
-
-    monkeypatch.setattr(trainer_mod, "build_model", lambda cfg: Crashes(real_build(cfg)))
+    _faulty(monkeypatch, 3, crash)
     with pytest.raises(RuntimeError, match="simulated"):
         _train(smoke_data, tmp_path / "f", steps=10)
     rec = json.loads((tmp_path / "f" / "result.json").read_text())
