@@ -171,6 +171,37 @@ def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, 
     return SparseRowAdam(emb, cfg, o) if cfg.update == "sparse" else DenseTableAdamW(emb, cfg, o, fused)
 
 
+def travel_after_one_touch(o: OptimConfig | None = None, warm_steps: int = 100, after: int = 50) -> dict:
+    """How far a row moves after the only step that touches it, late in training, under each update: a one-wide
+    table, learning rate 1, no schedule, the same unit gradient. Dense AdamW moves the row on that step and then
+    keeps moving it with the decaying momentum of that one gradient; the sparse update moves it once. Returns
+    {update: {"first_step": distance after the touch, "total": distance `after` steps later}}."""
+    o = o or OptimConfig()
+    busy, rare_idx = torch.tensor([[1, 2]]), torch.tensor([[1, 3]])
+    out = {}
+    for kind in ("dense", "sparse"):
+        cfg = BigramConfig(rows=64, update=kind, lr=1.0, signs=False, scale_init=1.0)
+        emb = BigramEmbedding(cfg, 1, (1, 2))
+        upd = make_bigram_update(emb, cfg, o)
+        rare = int(emb.rows(rare_idx)[0, 1])
+        assert rare not in emb.rows(busy).tolist()[0]
+
+        def step(idx):
+            emb(idx).backward(torch.ones(1, 2, 1))
+            upd.step(idx, 1.0)
+            upd.zero_grad()
+
+        for _ in range(warm_steps):
+            step(busy)
+        start = float(emb.table.detach()[rare, 0])
+        step(rare_idx)
+        first = abs(float(emb.table.detach()[rare, 0]) - start)
+        for _ in range(after):
+            step(busy)
+        out[kind] = {"first_step": first, "total": abs(float(emb.table.detach()[rare, 0]) - start)}
+    return out
+
+
 def touched_rows(idx: torch.Tensor, rows: int) -> int:
     """How many distinct rows a batch touches (what the naive update pads up to the whole table)."""
     return int(bigram_rows(idx, rows).unique().numel())

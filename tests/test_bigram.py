@@ -1,5 +1,6 @@
 import dataclasses
 
+import pytest
 import torch
 
 from frontier.bigram import (BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update, sum_by_row,
@@ -102,3 +103,16 @@ def test_touched_rows_and_bench_report():
     assert 0 < touched_rows(idx, 1 << 12) <= idx.numel()
     times = bench_update(1 << 10, 8, idx, steps=1, repeats=1)
     assert set(times) == {"dense", "sparse"} and all(len(v) == 1 and v[0] > 0 for v in times.values())
+
+
+def test_a_row_touched_once_moves_once_under_the_sparse_update_and_keeps_moving_under_dense():
+    from frontier.bigram import travel_after_one_touch
+
+    b1, b2 = O.adam_betas
+    t = travel_after_one_touch(O)
+    assert t["sparse"]["first_step"] == pytest.approx(1.0, rel=1e-4)  # per-row bias correction: one lr
+    assert t["sparse"]["total"] == pytest.approx(t["sparse"]["first_step"], rel=1e-6)  # then never again
+    first = (1 - b1) / (1 - b2) ** 0.5  # global-step bias correction is ~1 late in training
+    assert t["dense"]["first_step"] == pytest.approx(first, rel=1e-2)
+    ratio = b1 / b2**0.5  # each later step: momentum decays by b1, the denominator by sqrt(b2)
+    assert t["dense"]["total"] == pytest.approx(first / (1 - ratio), rel=2e-2)
