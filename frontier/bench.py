@@ -57,7 +57,8 @@ def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entr
     dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
     torch.manual_seed(0)
     model = build_model(cfg).to(dev.device)
-    opts = Optimizers(model, cfg, fused=dev.fused_optimizer, ns_dtype=dev.newton_schulz_dtype)
+    opts = Optimizers(model, cfg, fused=dev.fused_optimizer, ns_dtype=dev.newton_schulz_dtype,
+                      compile_backend=dev.compile_backend)
     step_model = compile_model(model, dev) if cfg.train.compile else model
     loader = make_loader(cfg, dataset, seed=0)
     return Entry(recipe, cfg, model, step_model, opts, loader)

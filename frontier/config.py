@@ -87,6 +87,7 @@ class TrainConfig:
     uncharged_steps: int = 5  # the first steps (compilation, warm-up) are not charged ...
     startup_allowance_s: float = 900.0  # ... up to this many seconds
     compile: bool = False
+    compile_optimizer: bool = False  # compile Muon's Newton-Schulz step too (one graph per matrix shape)
     eval_batch_size: int = 16
     bpb_convention: str = "nanochat"  # or "parameter-golf"
     log_every: int = 1
@@ -119,8 +120,18 @@ class RunConfig:
         )
 
     def digest(self) -> str:
-        """A short hash of everything that decides what is trained."""
-        return stable_hash(self.to_dict())
+        """A short hash of everything that decides what is trained. A field added after records existed is hashed
+        only where it differs from its default (`LATER_FIELDS`): older records ran with the default behaviour, so
+        they stay comparable."""
+        d = self.to_dict()
+        for section, fields in LATER_FIELDS.items():
+            for name, default in fields.items():
+                if d[section].get(name) == default:
+                    d[section].pop(name)
+        return stable_hash(d)
+
+
+LATER_FIELDS = {"train": {"compile_optimizer": False}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

@@ -4,9 +4,13 @@ For each 2-D weight: buf = momentum * buf + (1 - momentum) * grad; the Nesterov 
 g = (1 - momentum) * grad + momentum * buf; the update is orthogonalise(g) scaled by sqrt(max(1, rows / cols)).
 orthogonalise runs five Newton-Schulz iterations with the quintic coefficients (a, b, c) = (3.4445, -4.7750,
 2.0315) on the Frobenius-normalised matrix (transposed when it is tall, so X X^T is the small Gram matrix).
+Matrices of the same shape are orthogonalised together, as one batch; with `compile_backend` that batched step
+is a compiled graph (one per shape, all built on the first step).
 """
 
 from __future__ import annotations
+
+from collections import defaultdict
 
 import torch
 
@@ -32,14 +36,19 @@ def newton_schulz(g: torch.Tensor, steps: int = 5, dtype: torch.dtype = torch.fl
 
 class Muon(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
-                 ns_steps: int = 5, ns_dtype: torch.dtype = torch.float32):
+                 ns_steps: int = 5, ns_dtype: torch.dtype = torch.float32, compile_backend: str | None = None):
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
         self.ns_dtype = ns_dtype
+        self.orthogonalise = newton_schulz
+        if compile_backend is not None:
+            self.orthogonalise = torch.compile(newton_schulz, backend=compile_backend, dynamic=False,
+                                               fullgraph=compile_backend == "neuron")
 
     @torch.no_grad()
     def step(self):
         for group in self.param_groups:
             mom = group["momentum"]
+            by_shape = defaultdict(list)
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -48,7 +57,8 @@ class Muon(torch.optim.Optimizer):
                     state["momentum_buffer"] = torch.zeros_like(p)
                 buf = state["momentum_buffer"]
                 buf.lerp_(p.grad, 1 - mom)
-                g = p.grad.lerp(buf, mom) if group["nesterov"] else buf
-                update = newton_schulz(g, group["ns_steps"], self.ns_dtype)
-                scale = max(1.0, p.size(-2) / p.size(-1)) ** 0.5
-                p.add_(update, alpha=-group["lr"] * scale)
+                by_shape[p.shape].append((p, p.grad.lerp(buf, mom) if group["nesterov"] else buf))
+            for shape, items in by_shape.items():
+                updates = self.orthogonalise(torch.stack([g for _, g in items]), group["ns_steps"], self.ns_dtype)
+                scale = max(1.0, shape[-2] / shape[-1]) ** 0.5
+                torch._foreach_add_([p for p, _ in items], list(updates.unbind(0)), alpha=-group["lr"] * scale)

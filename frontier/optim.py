@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 from .config import RunConfig
+from .errors import UserError
 from .muon import Muon
 
 
@@ -34,7 +35,8 @@ def muon_momentum(step: int, cfg) -> float:
 class Optimizers:
     """All of a model's optimisers behind one `step(frac, step, inputs)`."""
 
-    def __init__(self, model: nn.Module, cfg: RunConfig, fused: bool = False, ns_dtype=torch.float32):
+    def __init__(self, model: nn.Module, cfg: RunConfig, fused: bool = False, ns_dtype=torch.float32,
+                 compile_backend: str | None = None):
         o, d = cfg.optim, cfg.model.n_embd
         self.cfg = cfg
         adam_scale = (d / o.adam_lr_scale_dim) ** -0.5
@@ -71,8 +73,12 @@ class Optimizers:
         self.adam = torch.optim.AdamW(
             adam_groups, betas=o.adam_betas, eps=o.adam_eps, weight_decay=o.weight_decay, fused=fused or None
         )
+        if cfg.train.compile_optimizer and compile_backend is None:
+            raise UserError("this device cannot torch.compile the optimiser step",
+                            "use a recipe without compile_optimizer (e.g. 'compile') on this device")
         self.muon = (
-            Muon(groups["matrix"], lr=o.matrix_lr, momentum=o.muon_momentum, ns_steps=o.ns_steps, ns_dtype=ns_dtype)
+            Muon(groups["matrix"], lr=o.matrix_lr, momentum=o.muon_momentum, ns_steps=o.ns_steps, ns_dtype=ns_dtype,
+                 compile_backend=compile_backend if cfg.train.compile_optimizer else None)
             if groups["matrix"]
             else None
         )

@@ -20,6 +20,7 @@ class Features:
 
     network: bool = True
     compile: bool = False
+    compile_optimizer: bool = False
     attn_gate: bool = False
     bigram: bool = False
     bigram_update: str = "sparse"
@@ -48,6 +49,8 @@ BASELINE = Recipe(
 COMPILE = BASELINE.derive(
     "compile", "torch.compile of the model (Inductor on CPU and CUDA, the neuron backend on native Neuron)", compile=True
 )
+COMPILE_OPT = COMPILE.derive("compile-opt", "torch.compile of the model and of Muon's Newton-Schulz step",
+                             compile_optimizer=True)
 BIGRAM = COMPILE.derive("bigram", "a hashed bigram embedding table, updated sparsely (only touched rows)", bigram=True)
 BIGRAM_DENSE = BIGRAM.derive("bigram-dense", "the bigram table with the naive dense AdamW update (the slow path)",
                              bigram_update="dense")
@@ -60,7 +63,7 @@ NGRAM_INSAMPLE = NGRAM.derive("ngram-insample", "the n-gram counts read in-sampl
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
+RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
                                          NGRAM_ONLY]}
 BEST = "ngram"
 
@@ -104,6 +107,7 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         uncharged_steps=p.uncharged_steps,
         startup_allowance_s=p.startup_allowance_s,
         compile=f.compile,
+        compile_optimizer=f.compile_optimizer,
         eval_batch_size=p.eval_batch_size,
         log_every=p.log_every,
     )

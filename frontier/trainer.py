@@ -186,7 +186,8 @@ def train(
     torch.manual_seed(seed)
     np.random.seed(seed)
     model = build_model(cfg).to(device.device)
-    opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype)
+    opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype,
+                      compile_backend=device.compile_backend)
     loader = make_loader(cfg, dataset, seed)
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
@@ -245,7 +246,7 @@ def train(
             "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "rng": torch.get_rng_state(),
         })
 
-    watch = CompileWatch(cfg.train.compile, strict, log)
+    watch = CompileWatch(cfg.train.compile or cfg.train.compile_optimizer, strict, log)
     step_model = compile_model(model, device) if cfg.train.compile else model
     ngram = getattr(model, "ngram", None)
     counting = ngram.cfg.counting if ngram is not None else None

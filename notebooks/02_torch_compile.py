@@ -127,6 +127,30 @@ display(Markdown(report.markdown_table(rows, ["recipe", "seed", "steps", "charge
                                        {"charged_s": ".1f", "uncharged_s": ".1f", "wall_s": ".1f", "first_step_s": ".2f"})))
 
 # %% [markdown]
+# ## And the optimiser step?
+#
+# Muon orthogonalises every block matrix with five Newton-Schulz iterations each step (`frontier/muon.py`);
+# matrices of the same shape go through as one batch. Recipe `compile-opt` compiles that batched step too (one
+# graph per shape, built on the first step). Does it pay? The same side-by-side bench, cold compile again:
+
+# %%
+opt_bench = run_bench(["compile", "compile-opt"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=5,
+                      cold=True)
+print(format_bench(opt_bench))
+plain, opt_row = opt_bench["rows"]
+opt_ratio = opt_row["tokens_per_s_median"] / plain["tokens_per_s_median"]
+opt_clear = opt_row["tokens_per_s_min"] > plain["tokens_per_s_max"]
+opt_verdict = (f"{opt_ratio:.2f}x tokens/s, first step {opt_row['first_step_s']:.1f} s against "
+               f"{plain['first_step_s']:.1f} s; "
+               + ("every round faster" if opt_clear else "the rounds overlap: inside the spread of this bench"))
+print(opt_verdict)
+
+# %% [markdown]
+# On an H200 (`runs/gpu-h200/check-2026-11-30/bench-compile-opt.log`, `gpu` profile) the same comparison gave
+# 1.00x. So later recipes do not compile the optimiser step: a longer compile for no clear gain. The option stays
+# (`TrainConfig.compile_optimizer`) for hardware where the Newton-Schulz step is a larger share of the step.
+
+# %% [markdown]
 # ## On Trainium
 #
 # What it took there, from the write-up and the Neuron documentation (none of it can run on this machine):
@@ -155,6 +179,7 @@ display(Markdown(
     f"- Step time on {hw['cpu']} ({hw['cpu_cores']} cores, {bench['device']['backend']}): compiled / eager = "
     f"**{speedup:.2f}x** tokens/s (median of {bench['repeats']} alternating rounds).\n"
     f"- Compile ~ {compile_s:.1f} s; it {verdict}.\n"
+    f"- Compiling Muon's Newton-Schulz step as well (`compile-opt`): {opt_verdict}.\n"
     f"- val_bpb at {P.budget_s:g} charged seconds: eager {report.pm(g_eager.values)}, compiled "
     f"{report.pm(g_comp.values)}; difference {d.delta:+.4f} ({d.verdict}"
     + (f", Welch p = {d.p:.3g}" if d.p == d.p else "") + ").\n"

@@ -54,6 +54,17 @@ def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path):
     assert comp["device"]["compile_backend"] == "inductor" and eager["compile"] is None
 
 
+def test_compiled_optimizer_step_trains_like_the_compiled_model_alone(smoke_data, tmp_path):
+    """Same tolerance as above: compiling Muon's Newton-Schulz step only reassociates floats."""
+    comp = train(resolve("compile", "smoke"), smoke_data, tmp_path / "c", CPU, seed=0, steps=10, progress=False)
+    opt = train(resolve("compile-opt", "smoke"), smoke_data, tmp_path / "o", CPU, seed=0, steps=10, progress=False)
+    diffs = [abs(a - b) for a, b in zip(comp["curve"]["train_loss"], opt["curve"]["train_loss"])]
+    assert len(diffs) == 10 and max(diffs) < 0.02, max(diffs)
+    assert opt["implementations"]["newton_schulz"] == "reference (torch.compile)"
+    assert opt["compile"]["recompiles_after_warmup"] == 0
+    assert opt["compile"]["frames_compiled_in_warmup"] > comp["compile"]["frames_compiled_in_warmup"]
+
+
 def test_compiled_ngram_bias_hashes_like_eager():
     from frontier.trainer import build_model
 

@@ -76,6 +76,55 @@ def test_newton_schulz_orthogonalises():
         assert s.min() > 0.5 and s.max() < 1.3, (shape, s.min(), s.max())
 
 
+def test_muon_batches_by_shape_and_matches_one_matrix_at_a_time():
+    from frontier.muon import Muon
+
+    torch.manual_seed(0)
+    shapes = [(24, 8), (8, 24), (16, 16), (24, 8), (16, 16)]
+    params = [torch.nn.Parameter(torch.randn(*s)) for s in shapes]
+    grads = [torch.randn(*s) for s in shapes]
+    start = [p.detach().clone() for p in params]
+    opt = Muon(params, lr=0.1, momentum=0.9)
+    for p, g in zip(params, grads):
+        p.grad = g
+    opt.step()
+    for p, p0, g in zip(params, start, grads):
+        buf = 0.1 * g  # zero buffer lerped towards g
+        want = p0 - 0.1 * max(1.0, p.size(0) / p.size(1)) ** 0.5 * newton_schulz(g.lerp(buf, 0.9))
+        assert torch.allclose(p.detach(), want, atol=1e-5), p.shape
+
+
+def test_compiled_newton_schulz_matches_eager():
+    from frontier.muon import Muon
+
+    torch.manual_seed(0)
+    params = [torch.nn.Parameter(torch.randn(24, 8)) for _ in range(3)]
+    twins = [torch.nn.Parameter(p.detach().clone()) for p in params]
+    eager, comp = Muon(params, lr=0.1), Muon(twins, lr=0.1, compile_backend="inductor")
+    for _ in range(3):
+        for a, b in zip(params, twins):
+            a.grad = torch.randn_like(a)
+            b.grad = a.grad.clone()
+        eager.step()
+        comp.step()
+    assert comp.orthogonalise is not newton_schulz
+    for a, b in zip(params, twins):
+        assert torch.allclose(a, b, atol=1e-4)
+
+
+def test_a_field_added_later_keeps_old_hashes_at_its_default():
+    import dataclasses
+
+    cfg = resolve("compile", "smoke")
+    from frontier.config import stable_hash
+
+    old = cfg.to_dict()
+    del old["train"]["compile_optimizer"]
+    assert cfg.digest() == stable_hash(old)  # records made before the field existed still match
+    on = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile_optimizer=True))
+    assert on.digest() != cfg.digest() and resolve("compile-opt", "smoke").digest() != cfg.digest()
+
+
 def test_lr_schedule():
     assert lr_multiplier(0.0, 0.5, 0.0) == 1.0
     assert lr_multiplier(0.5, 0.5, 0.0) == 1.0

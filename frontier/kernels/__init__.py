@@ -28,6 +28,8 @@ def implementations(cfg: RunConfig, device=None) -> dict[str, str]:
     impl = {op: REFERENCE for op in OPS} if cfg.model.network else {}
     if cfg.model.network and device is not None and getattr(device, "fused_optimizer", False):
         impl["adamw"] = "reference (torch fused)"
+    if cfg.model.network and cfg.train.compile_optimizer:
+        impl["newton_schulz"] = f"{REFERENCE} (torch.compile)"
     if cfg.model.bigram is not None:
         impl["bigram_update"] = f"{cfg.model.bigram.update} ({'reference' if cfg.model.bigram.update == 'dense' else 'frontier.bigram.SparseRowAdam'})"
     if cfg.model.ngram is not None:
