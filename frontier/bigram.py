@@ -171,6 +171,13 @@ def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, 
     return SparseRowAdam(emb, cfg, o) if cfg.update == "sparse" else DenseTableAdamW(emb, cfg, o, fused)
 
 
+def table_step(emb: BigramEmbedding, upd, idx: torch.Tensor, upstream: torch.Tensor, lr_mult: float = 1.0) -> None:
+    """The table's whole share of a training step: gather, backward of `upstream` into the table, update."""
+    emb(idx).backward(upstream)
+    upd.step(idx, lr_mult)
+    upd.zero_grad()
+
+
 def travel_after_one_touch(o: OptimConfig | None = None, warm_steps: int = 100, after: int = 50) -> dict:
     """How far a row moves after the only step that touches it, late in training, under each update: a one-wide
     table, learning rate 1, no schedule, the same unit gradient. Dense AdamW moves the row on that step and then
@@ -185,19 +192,14 @@ def travel_after_one_touch(o: OptimConfig | None = None, warm_steps: int = 100, 
         upd = make_bigram_update(emb, cfg, o)
         rare = int(emb.rows(rare_idx)[0, 1])
         assert rare not in emb.rows(busy).tolist()[0]
-
-        def step(idx):
-            emb(idx).backward(torch.ones(1, 2, 1))
-            upd.step(idx, 1.0)
-            upd.zero_grad()
-
+        unit = torch.ones(1, 2, 1)
         for _ in range(warm_steps):
-            step(busy)
+            table_step(emb, upd, busy, unit)
         start = float(emb.table.detach()[rare, 0])
-        step(rare_idx)
+        table_step(emb, upd, rare_idx, unit)
         first = abs(float(emb.table.detach()[rare, 0]) - start)
         for _ in range(after):
-            step(busy)
+            table_step(emb, upd, busy, unit)
         out[kind] = {"first_step": first, "total": abs(float(emb.table.detach()[rare, 0]) - start)}
     return out
 
@@ -223,19 +225,22 @@ def bench_update(rows: int, dim: int, batch: torch.Tensor, updates=("dense", "sp
         emb = BigramEmbedding(BigramConfig(rows=rows, update=kind), dim, (B, T))
         setups[kind] = (emb, make_bigram_update(emb, emb.cfg, o))
     times = {k: [] for k in updates}
-
-    def one_step(emb, upd):
-        out = emb(batch)
-        out.backward(upstream)
-        upd.step(batch, 1.0)
-        upd.zero_grad()
-
     for emb, upd in setups.values():
-        one_step(emb, upd)  # warm-up
+        table_step(emb, upd, batch, upstream)  # warm-up
     for _ in range(repeats):
         for kind, (emb, upd) in setups.items():
             t = time.perf_counter()
             for _ in range(steps):
-                one_step(emb, upd)
+                table_step(emb, upd, batch, upstream)
             times[kind].append(1000 * (time.perf_counter() - t) / steps)
     return times
+
+
+def update_time_curve(rows_list: list[int], dim: int, batch: torch.Tensor, steps: int = 5, repeats: int = 3) -> list[dict]:
+    """`bench_update` at each table size: the best round of each update, in ms per step, and dense / sparse."""
+    curve = []
+    for rows in rows_list:
+        t = bench_update(rows, dim, batch, steps=steps, repeats=repeats)
+        dense, sparse = min(t["dense"]), min(t["sparse"])
+        curve.append({"rows": rows, "dense_ms": dense, "sparse_ms": sparse, "ratio": dense / sparse})
+    return curve

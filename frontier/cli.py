@@ -151,7 +151,7 @@ def cmd_bench(a) -> int:
 def cmd_bench_table(a) -> int:
     import torch
 
-    from .bigram import bench_update
+    from .bigram import update_time_curve
     from .profiles import get_profile
 
     p = get_profile(a.profile)
@@ -163,10 +163,8 @@ def cmd_bench_table(a) -> int:
     print(f"bigram table update, width {p.n_embd}, {batch.numel():,} positions per step (profile {p.name}); "
           f"ms per step, best of {a.repeats} alternating rounds")
     print(f"{'rows':>10}{'dense ms':>11}{'sparse ms':>11}{'dense/sparse':>14}")
-    for k in sizes:
-        t = bench_update(1 << k, p.n_embd, batch, steps=a.steps, repeats=a.repeats)
-        d, s = min(t["dense"]), min(t["sparse"])
-        print(f"{'2^' + str(k):>10}{d:>11.2f}{s:>11.2f}{d / s:>13.1f}x")
+    for k, c in zip(sizes, update_time_curve([1 << k for k in sizes], p.n_embd, batch, a.steps, a.repeats)):
+        print(f"{'2^' + str(k):>10}{c['dense_ms']:>11.2f}{c['sparse_ms']:>11.2f}{c['ratio']:>13.1f}x")
     return 0
 
 

@@ -40,7 +40,7 @@ from IPython.display import Markdown, display
 from frontier import experiments as ex
 from frontier import report
 from frontier.bench import format_bench, run_bench
-from frontier.bigram import bench_update, touched_rows, travel_after_one_touch
+from frontier.bigram import touched_rows, travel_after_one_touch, update_time_curve
 from frontier.compare import compare, format_comparison
 from frontier.data import embedded_dataset
 from frontier.dataloader import TrainLoader
@@ -100,16 +100,12 @@ display(Markdown(report.markdown_table(touch, {"table_rows": "table rows", "posi
 # ## The update alone: time against table size
 #
 # The table's whole share of a step (the gather, the backward into the table, the optimiser), dense and sparse,
-# at three table sizes, timed in alternation (`frontier.bigram.bench_update`). The sparse cost should not depend
+# at three table sizes, timed in alternation (`frontier.bigram.update_time_curve`). The sparse cost should not depend
 # on the table's size; the dense cost should grow with it.
 
 # %%
 dim = cfg.model.n_embd
-curve = []
-for r in rows_list:
-    t = bench_update(r, dim, x, steps=5 if P.name != "smoke" else 2, repeats=3)
-    curve.append({"rows": r, "dense_ms": min(t["dense"]), "sparse_ms": min(t["sparse"]),
-                  "ratio": min(t["dense"]) / min(t["sparse"])})
+curve = update_time_curve(rows_list, dim, x, steps=5 if P.name != "smoke" else 2, repeats=3)
 display(Markdown(report.markdown_table(curve, {"rows": "table rows", "dense_ms": "dense ms/step",
                                                "sparse_ms": "sparse ms/step", "ratio": "dense / sparse"},
                                        {"dense_ms": ".2f", "sparse_ms": ".2f", "ratio": ".1f"})))

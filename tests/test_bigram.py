@@ -3,7 +3,7 @@ import dataclasses
 import pytest
 import torch
 
-from frontier.bigram import (BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update, sum_by_row,
+from frontier.bigram import (BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update, sum_by_row, table_step,
                              touched_rows)
 from frontier.config import BigramConfig, OptimConfig
 from frontier.recipes import resolve
@@ -42,20 +42,14 @@ def _pair(rows=512, dim=8, shape=(2, 16)):
     return dense, sparse, DenseTableAdamW(dense, dense.cfg, O), SparseRowAdam(sparse, sparse.cfg, O)
 
 
-def _step(emb, upd, idx, upstream):
-    emb(idx).backward(upstream)
-    upd.step(idx, 1.0)
-    upd.zero_grad()
-
-
 def test_sparse_equals_dense_when_the_same_rows_are_touched():
     dense, sparse, du, su = _pair()
     torch.manual_seed(1)
     idx = torch.randint(0, 50, (2, 16))
     for step in range(5):  # the same rows every step, from a fresh state: the two updates must agree
         upstream = torch.randn(2, 16, 8)
-        _step(dense, du, idx, upstream)
-        _step(sparse, su, idx, upstream)
+        table_step(dense, du, idx, upstream)
+        table_step(sparse, su, idx, upstream)
         assert torch.allclose(dense.table, sparse.table, atol=1e-6), step
 
 
@@ -67,7 +61,7 @@ def test_untouched_rows_never_change_with_the_sparse_update():
     for _ in range(4):
         idx = torch.randint(0, 60, (2, 16))
         touched |= set(sparse.rows(idx).flatten().tolist())
-        _step(sparse, su, idx, torch.randn(2, 16, 8))
+        table_step(sparse, su, idx, torch.randn(2, 16, 8))
     changed = (sparse.table != before).any(1).nonzero().flatten().tolist()
     assert set(changed) <= touched and len(changed) > 0
     assert torch.equal(sparse.table[-1], before[-1])  # the scratch row stays as it was
@@ -76,9 +70,9 @@ def test_untouched_rows_never_change_with_the_sparse_update():
 def test_dense_adamw_moves_rows_a_step_did_not_touch():
     dense, _, du, _ = _pair()
     idx_a, idx_b = torch.full((2, 16), 3), torch.full((2, 16), 40)
-    _step(dense, du, idx_a, torch.randn(2, 16, 8))
+    table_step(dense, du, idx_a, torch.randn(2, 16, 8))
     after_first = dense.table.detach().clone()
-    _step(dense, du, idx_b, torch.randn(2, 16, 8))
+    table_step(dense, du, idx_b, torch.randn(2, 16, 8))
     rows_a = set(dense.rows(idx_a).flatten().tolist()) - set(dense.rows(idx_b).flatten().tolist())
     assert any(not torch.equal(dense.table[r], after_first[r]) for r in rows_a)  # momentum keeps moving them
 
@@ -103,6 +97,11 @@ def test_touched_rows_and_bench_report():
     assert 0 < touched_rows(idx, 1 << 12) <= idx.numel()
     times = bench_update(1 << 10, 8, idx, steps=1, repeats=1)
     assert set(times) == {"dense", "sparse"} and all(len(v) == 1 and v[0] > 0 for v in times.values())
+    from frontier.bigram import update_time_curve
+
+    curve = update_time_curve([1 << 8, 1 << 10], 8, idx, steps=1, repeats=1)
+    assert [c["rows"] for c in curve] == [256, 1024]
+    assert all(c["ratio"] == pytest.approx(c["dense_ms"] / c["sparse_ms"]) for c in curve)
 
 
 def test_a_row_touched_once_moves_once_under_the_sparse_update_and_keeps_moving_under_dense():
