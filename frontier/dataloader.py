@@ -15,6 +15,19 @@ import torch
 from .errors import UserError
 
 
+def training_windows(shards: list[np.ndarray], seq_len: int) -> np.ndarray:
+    """Every training window as a row (shard, start), in shard order: `seq_len + 1` tokens each, stride `seq_len`."""
+    starts = [np.arange(0, len(s) - seq_len, seq_len, dtype=np.int64) for s in shards]
+    return np.concatenate(
+        [np.stack([np.full_like(st, i), st], axis=1) for i, st in enumerate(starts)] or [np.zeros((0, 2), np.int64)]
+    )
+
+
+def window_folds(n_windows: int, folds: int) -> np.ndarray:
+    """The cross-fitting fold of each window: window i belongs to fold i mod folds."""
+    return np.arange(n_windows) % folds
+
+
 class TrainLoader:
     """Training batches. With `folds` > 1, window i belongs to fold i mod folds and every batch comes from a
     single fold, folds taking turns (`batch_fold` says which): the n-gram mix counts folds separately and lets a
@@ -22,10 +35,7 @@ class TrainLoader:
 
     def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int, folds: int = 1):
         self.shards, self.seq_len, self.batch_size, self.seed, self.folds = shards, seq_len, batch_size, seed, folds
-        starts = [np.arange(0, len(s) - seq_len, seq_len, dtype=np.int64) for s in shards]
-        self.windows = np.concatenate(
-            [np.stack([np.full_like(st, i), st], axis=1) for i, st in enumerate(starts)] or [np.zeros((0, 2), np.int64)]
-        )
+        self.windows = training_windows(shards, seq_len)
         if len(self.windows) < batch_size * folds:
             need = batch_size * folds * (seq_len + 1)
             have = sum(len(s) for s in shards)
@@ -40,8 +50,8 @@ class TrainLoader:
         """The order of windows in an epoch (with folds: batch k from fold k mod folds)."""
         if self.folds == 1:
             return np.random.default_rng([self.seed, epoch]).permutation(len(self.windows))
-        ids = np.arange(len(self.windows))
-        per_fold = [np.random.default_rng([self.seed, epoch, f]).permutation(ids[ids % self.folds == f])
+        ids, fold = np.arange(len(self.windows)), window_folds(len(self.windows), self.folds)
+        per_fold = [np.random.default_rng([self.seed, epoch, f]).permutation(ids[fold == f])
                     for f in range(self.folds)]
         B = self.batch_size
         n = min(len(p) for p in per_fold) // B

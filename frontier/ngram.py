@@ -48,6 +48,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import NGramConfig
+from .dataloader import training_windows, window_folds
 
 HASH_STEP = 1_000_003
 HASH_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed 64-bit integer (wrapping multiplication)
@@ -190,11 +191,11 @@ class NGramMix(nn.Module):
         i mod folds); returns seconds taken."""
         t0 = time.perf_counter()
         device = self.uni.device
-        index = 0
-        for shard in shards:
-            starts = np.arange(0, len(shard) - seq_len, seq_len)
-            folds = (index + np.arange(len(starts))) % self.F
-            index += len(starts)
+        windows = training_windows(shards, seq_len)
+        fold_of = window_folds(len(windows), self.F)
+        for s, shard in enumerate(shards):
+            in_shard = windows[:, 0] == s
+            starts, folds = windows[in_shard, 1], fold_of[in_shard]
             for f in range(self.F):
                 mine = starts[folds == f]
                 for i in range(0, len(mine), windows_per_call):

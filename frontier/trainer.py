@@ -117,9 +117,8 @@ def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: Device
                ngram=None) -> tuple[torch.Tensor, float]:
     """One step on the next batch, all of it charged: forward, backward, update, and (streaming n-gram counting,
     first epoch only) counting the batch after the step that used it, so a batch never sees its own counts."""
-    count_it = ngram is not None and ngram.cfg.counting == "stream" and loader.epoch == 0
     x, y = loader.next_batch()
-    count_it = count_it and loader.epoch == 0
+    count_it = ngram is not None and ngram.cfg.counting == "stream" and loader.epoch == 0  # a first-epoch batch
     x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
     with device.autocast():
         loss = step_model(x, y) if ngram is None else step_model(x, y, fold=loader.batch_fold)
@@ -232,7 +231,7 @@ def train(
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.tokens_per_s(tokens_per_step) or None,
             "compile": watch.summary(),
-            "ngram": (dict(ngram.summary(), counting=counting, counting_s=base_record.get("ngram_counting_s"))
+            "ngram": (dict(ngram.summary(), counting=counting, counting_s=counting_s)
                       if ngram is not None else None),
             "curve": curve,
             **extra,
@@ -250,11 +249,11 @@ def train(
     step_model = compile_model(model, device) if cfg.train.compile else model
     ngram = getattr(model, "ngram", None)
     counting = ngram.cfg.counting if ngram is not None else None
+    counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
         counting_s = ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
         clock.add_charged(counting_s)
-        base_record["ngram_counting_s"] = counting_s
     last_loss, t_last = float("nan"), 0.0
     show = Progress(progress)
     try:
