@@ -6,6 +6,14 @@ of the first step is reported). Then the recipes are timed in alternation, A B A
 alike. Reported per recipe: tokens/s (min, median, max over rounds), the ratio of its median to the first
 recipe's, and peak memory (CUDA: the allocator's peak; CPU: the peak resident memory of a separate process that
 builds the recipe and runs a few steps, Python and torch included, since one process's RSS never goes down).
+
+Bench records. `run_bench(..., out=...)` and `run_table_bench(..., out=...)` (the `frontier bench-table` curve)
+keep their result as a JSON file: `record` ("frontier-bench"), `kind` ("bench" or "bench-table"), `created`
+(local time, ISO 8601), `command`, `arguments`, `code` (`records.code_version()`), `profile`, `device`,
+`hardware` (`records.hardware`), every round's samples and the derived figures (`rows` for a bench, `curve` for a
+table), and `path`. `out` is a folder, where a new file `<kind>-<names>-<YYYYmmdd-HHMMSS>.json` is made beside
+the older ones (the CLI's default folder: `runs/bench/<profile>/`), or a `.json` file, which must not exist: a
+record is never overwritten. `load_bench_record` reads one back.
 """
 
 from __future__ import annotations
@@ -17,18 +25,21 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 
 import torch
 
 from . import records
-from .compile import CompileWatch, compile_model
+from .compile import CompileWatch
 from .data import Dataset, embedded_dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo, select_device
+from .errors import UserError
 from .optim import Optimizers
 from .profiles import get_profile
 from .recipes import resolve
-from .trainer import build_model, make_loader, train_step
+from .trainer import setup_training, train_step
 
 
 @dataclass
@@ -55,13 +66,8 @@ def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
 def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entry:
     cfg = resolve(recipe, profile)
     dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
-    torch.manual_seed(0)
-    model = build_model(cfg).to(dev.device)
-    opts = Optimizers(model, cfg, fused=dev.fused_optimizer, ns_dtype=dev.newton_schulz_dtype,
-                      compile_backend=dev.compile_backend)
-    step_model = compile_model(model, dev) if cfg.train.compile else model
-    loader = make_loader(cfg, dataset, seed=0)
-    return Entry(recipe, cfg, model, step_model, opts, loader)
+    run = setup_training(cfg, dataset, dev, seed=0)
+    return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader)
 
 
 def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> float:
@@ -100,10 +106,38 @@ def cold_compile_caches():
 
 def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats: int = 3, device: str = "auto",
               data: str | None = None, warmup_steps: int | None = None, memory: bool = True, cold: bool = False,
-              log=print) -> dict:
-    """`cold`: compile without the on-disk caches, so that `first_step_s` is the whole cost of compiling."""
+              log=print, out: str | Path | None = None, command: list[str] | None = None) -> dict:
+    """Bench `recipes` side by side; the result holds every round's samples, the derived figures (`summarise`)
+    and the record's header. `cold`: compile without the on-disk caches, so that `first_step_s` is the whole cost
+    of compiling. `out` (a folder, or a .json file that must not exist; checked before the bench runs): write the
+    result there as a bench record; `result["path"]` is its file (None without `out`). `command`: how the bench
+    was asked for (default: this call, written as Python)."""
+    arguments = {"recipes": list(recipes), "profile": profile, "steps": steps, "repeats": repeats, "device": device,
+                 "data": data, "warmup_steps": warmup_steps, "memory": memory, "cold": cold}
+    path = new_record_path(out, "bench", recipes) if out is not None else None
     with cold_compile_caches() if cold else nullcontext():
-        return _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
+        result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
+    result = {**record_header("bench", arguments, command or [_python_call("run_bench", arguments)]), **result,
+              "path": None}
+    if path is not None:
+        write_bench_record(result, path)
+    return result
+
+
+def summarise(recipes: list[str], samples: list[list[float]], step_ms: list[list[float]]) -> list[dict]:
+    """The derived figures of a bench from its rounds: per recipe the min, median and max of its tokens/s
+    `samples`, `ratio` = its median / the first recipe's median, and the median of its `step_ms`."""
+    base = statistics.median(samples[0])
+    return [{
+        "recipe": r,
+        "tokens_per_s_min": min(s),
+        "tokens_per_s_median": statistics.median(s),
+        "tokens_per_s_max": max(s),
+        "ratio": statistics.median(s) / base,
+        "step_ms_median": statistics.median(ms),
+        "samples": list(s),
+        "step_ms_samples": list(ms),
+    } for r, s, ms in zip(recipes, samples, step_ms)]
 
 
 def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log) -> dict:
@@ -143,23 +177,9 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
     if memory and dev.kind == "cpu":
         for e in entries:
             e.peak_mib = peak_memory_child(e.recipe, prof.name, str(dataset.folder))
-    base = statistics.median(entries[0].tokens_per_s)
-    rows = []
-    for e in entries:
-        med = statistics.median(e.tokens_per_s)
-        rows.append({
-            "recipe": e.recipe,
-            "tokens_per_s_min": min(e.tokens_per_s),
-            "tokens_per_s_median": med,
-            "tokens_per_s_max": max(e.tokens_per_s),
-            "ratio": med / base,
-            "step_ms_median": statistics.median(e.step_ms),
-            "first_step_s": e.first_step_s,
-            "warmup_s": e.warmup_s,
-            "peak_mib": e.peak_mib,
-            "compile": e.compile_counts,
-            "samples": e.tokens_per_s,
-        })
+    rows = summarise([e.recipe for e in entries], [e.tokens_per_s for e in entries], [e.step_ms for e in entries])
+    for row, e in zip(rows, entries):
+        row.update(first_step_s=e.first_step_s, warmup_s=e.warmup_s, peak_mib=e.peak_mib, compile=e.compile_counts)
     return {"profile": prof.name, "device": dev.describe(), "steps": steps, "repeats": repeats,
             "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device)}
 
@@ -175,3 +195,130 @@ def format_bench(result: dict) -> str:
                      f"{r['tokens_per_s_max']:>10,.0f}{r['ratio']:>7.2f}x{r['step_ms_median']:>9.1f}{peak:>10}"
                      f"{r['first_step_s']:>14.2f}")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- the table benchmark
+
+
+def run_table_bench(rows_list: list[int], dim: int, batch: torch.Tensor, steps: int = 5, repeats: int = 3,
+                    updates=None, profile: str | None = None, out: str | Path | None = None,
+                    command: list[str] | None = None) -> dict:
+    """`frontier.bigram.update_time_curve` as a bench record: the header, the table width, the batch's shape, and
+    `curve` (per table size: each kind's rounds in `samples`, its best round in ms, dense / sparse). `updates`:
+    the kinds timed (default `bigram.UPDATE_KINDS`). `out`: as for `run_bench`; `result["path"]` is the file
+    written (None without `out`). Runs on the CPU."""
+    from .bigram import UPDATE_KINDS, update_time_curve
+
+    updates = tuple(updates or UPDATE_KINDS)
+    arguments = {"rows": list(rows_list), "dim": dim, "batch_shape": list(batch.shape), "steps": steps,
+                 "repeats": repeats, "updates": list(updates), "profile": profile}
+    path = new_record_path(out, "bench-table", updates) if out is not None else None
+    curve = update_time_curve(rows_list, dim, batch, steps, repeats, updates)
+    result = {**record_header("bench-table", arguments, command or [_python_call("run_table_bench", arguments)]),
+              "profile": profile, "device": {"backend": "cpu"}, "hardware": records.hardware(torch.device("cpu")),
+              "dim": dim, "batch_shape": list(batch.shape), "positions": batch.numel(), "steps": steps,
+              "repeats": repeats, "updates": list(updates), "curve": curve, "path": None}
+    if path is not None:
+        write_bench_record(result, path)
+    return result
+
+
+def format_table_bench(result: dict) -> str:
+    """The table bench as `frontier bench-table` prints it: each kind's best ms per step, then each other kind's
+    best / sparse's best (the first of those columns is dense / sparse)."""
+    kinds = result["updates"]
+    others = [k for k in kinds if k != "sparse"] if "sparse" in kinds else []
+    w_ms = {k: max(11, len(k) + 5) for k in kinds}
+    w_ratio = {k: max(14, len(k) + 9) for k in others}
+    lines = [f"bigram table update, width {result['dim']}, {result['positions']:,} positions per step (profile "
+             f"{result['profile']}); ms per step, best of {result['repeats']} alternating rounds",
+             f"{'rows':>10}" + "".join(f"{k + ' ms':>{w_ms[k]}}" for k in kinds)
+             + "".join(f"{k + '/sparse':>{w_ratio[k]}}" for k in others)]
+    for c in result["curve"]:
+        log2 = c["rows"].bit_length() - 1
+        name = f"2^{log2}" if c["rows"] == 1 << log2 else str(c["rows"])
+        lines.append(f"{name:>10}" + "".join(f"{c[k.replace('-', '_') + '_ms']:>{w_ms[k]}.2f}" for k in kinds)
+                     + "".join(f"{c['vs_sparse'][k]:>{w_ratio[k] - 1}.1f}x" for k in others))
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- bench records
+
+BENCH_RECORD = "frontier-bench"
+
+
+def record_header(kind: str, arguments: dict, command: list[str]) -> dict:
+    """The fields every bench record starts with: what it is, when, how it was asked for, and which code."""
+    return {"record": BENCH_RECORD, "kind": kind, "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": list(command), "arguments": arguments, "code": records.code_version()}
+
+
+def _python_call(fn: str, arguments: dict) -> str:
+    return f"frontier.bench.{fn}(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
+
+
+def cli_command(subcommand: str, positional: list[str], options: dict) -> list[str]:
+    """The `frontier` command line that reproduces a bench: `options` {"--flag": value}; True is a bare flag,
+    False and None are left out."""
+    argv = ["frontier", subcommand, *positional]
+    for flag, v in options.items():
+        if v is True:
+            argv.append(flag)
+        elif v is not None and v is not False:
+            argv += [flag, str(v)]
+    return argv
+
+
+def default_record_dir(profile: str) -> Path:
+    """Where the CLI keeps bench records when no --out is given: runs/bench/<profile>/ (under the current folder)."""
+    return Path("runs") / "bench" / profile
+
+
+def new_record_path(out: str | Path, kind: str, names) -> Path:
+    """The file a new record goes to. `out` ending in .json: that file, which must not exist. Otherwise a folder
+    (made when the record is written), and in it `<kind>-<names joined by +>-<YYYYmmdd-HHMMSS>.json`, with -2,
+    -3 ... added when that name is taken: never an existing file."""
+    out = Path(out)
+    if out.suffix == ".json":
+        if out.exists():
+            raise UserError(f"bench record {str(out)!r} already exists", "pass a new file, or a folder to add a record to")
+        return out
+    if out.exists() and not out.is_dir():
+        raise UserError(f"{str(out)!r} is neither a folder nor a .json file", "pass a folder or a new .json file")
+    stem = f"{kind}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, n = out / f"{stem}.json", 1
+    while path.exists():
+        n += 1
+        path = out / f"{stem}-{n}.json"
+    return path
+
+
+def write_bench_record(result: dict, path: str | Path) -> Path:
+    """Write `result` as JSON to `path` (its folder made if missing), refusing to replace a file; sets
+    `result["path"]` and returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    result["path"] = str(path)
+    text = json.dumps(result, indent=1, default=records._jsonable) + "\n"
+    try:
+        with open(path, "x") as fh:
+            fh.write(text)
+    except FileExistsError:
+        raise UserError(f"bench record {str(path)!r} already exists", "pass a new file, or a folder to add a record to") from None
+    return path
+
+
+def load_bench_record(path: str | Path) -> dict:
+    """A bench record written by `write_bench_record` (its `path` set to where it was read from); one clear error
+    if `path` holds none."""
+    path = Path(path)
+    try:
+        rec = json.loads(path.read_text())
+    except (FileNotFoundError, IsADirectoryError):
+        raise UserError(f"no bench record at {str(path)!r}", "pass a file written by `frontier bench` or `bench-table`") from None
+    except json.JSONDecodeError:
+        raise UserError(f"{str(path)!r} is not valid JSON", "re-run the bench") from None
+    if not isinstance(rec, dict) or rec.get("record") != BENCH_RECORD:
+        raise UserError(f"{str(path)!r} is not a bench record", "pass a file written by `frontier bench` or `bench-table`")
+    rec["path"] = str(path)
+    return rec

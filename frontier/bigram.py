@@ -22,10 +22,20 @@ How it differs from dense AdamW, precisely:
    them with the decaying momentum (and applies weight decay to them).
 2. Bias correction uses each row's own count of updates, not the global step.
 The two agree exactly when every step touches the same rows from a fresh state (tests check this).
+
+The sink has the training batch's shape. A training-mode forward (with gradients on) of a batch of another shape
+raises an error, and so does `SparseRowAdam.step` in training mode when the sink has no gradient: either would
+otherwise leave the table untrained while the run record says `sparse`. Evaluation (`model.eval()`, as
+`frontier.bpb` does) reads the table without the sink, at any batch shape.
+
+Why not `torch.optim.SparseAdam`? The table benchmark (`bench_update`, `frontier bench-table`) times it as a third
+kind, "torch-sparseadam", beside the two above; `sparseadam_fit` says how it fits fixed shapes and compilation.
+It is not a training option.
 """
 
 from __future__ import annotations
 
+import re
 import time
 
 import torch
@@ -33,6 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import BigramConfig, OptimConfig
+from .errors import UserError
 
 HASH_CUR, HASH_PREV = 36313, 27191
 SIGN_BUCKETS = 8192
@@ -74,8 +85,15 @@ class BigramEmbedding(nn.Module):
             vals = F.embedding(rows, self.table)  # dense gradient for the whole table
         else:
             vals = self.table.detach()[rows]
-            if self.training and vals.shape == self.sink.shape:
-                vals = vals + self.sink
+            if self.training:
+                if vals.shape == self.sink.shape:
+                    vals = vals + self.sink
+                elif torch.is_grad_enabled():
+                    raise UserError(
+                        f"the sparse bigram update got a training batch of shape {tuple(idx.shape)} but its gradient "
+                        f"sink has shape {tuple(self.sink.shape[:-1])}, so the table would not be trained",
+                        f"train with batches of shape {tuple(self.sink.shape[:-1])} (batch_size, seq_len), or call "
+                        "model.eval() before reading other shapes")
         return self.scale * self.signs[sign_index(idx)][..., None] * vals
 
 
@@ -121,8 +139,15 @@ class SparseRowAdam:
 
     @torch.no_grad()
     def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
+        """Adam on the rows `inputs` touched. Raises if the table is in training mode and the sink has no
+        gradient (no forward with gradients on, or no backward through it, since the last `zero_grad`); in eval
+        mode a step without a gradient does nothing."""
         grad = self.emb.sink.grad
         if grad is None:
+            if self.emb.training:
+                raise UserError(
+                    "the sparse bigram update has no gradient to apply (its sink got none since the last zero_grad)",
+                    "run a training-mode forward of the batch, with gradients on, and backward() before step()")
             return
         rows = self.emb.rows(inputs).reshape(-1)
         slots, g = sum_by_row(rows, grad.reshape(rows.numel(), -1), scratch=self.emb.table.size(0) - 1)
@@ -209,21 +234,72 @@ def touched_rows(idx: torch.Tensor, rows: int) -> int:
     return int(bigram_rows(idx, rows).unique().numel())
 
 
-def bench_update(rows: int, dim: int, batch: torch.Tensor, updates=("dense", "sparse"), steps: int = 5,
+# ----------------------------------------------------------------------------- the table benchmark
+
+TORCH_SPARSEADAM = "torch-sparseadam"
+UPDATE_KINDS = ("dense", "sparse", TORCH_SPARSEADAM)  # what `bench_update` and `update_time_curve` time
+
+
+class SparseGradBigram(BigramEmbedding):
+    """The benchmark's third kind, not a training option: the table read with `F.embedding(..., sparse=True)`, so
+    `backward()` leaves a sparse COO gradient on the table (one entry per position, uncoalesced) for
+    `torch.optim.SparseAdam`. Built with `update="torch-sparseadam"`, it has no sink."""
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        vals = F.embedding(self.rows(idx), self.table, sparse=True)
+        return self.scale * self.signs[sign_index(idx)][..., None] * vals
+
+
+class TorchSparseAdam:
+    """`torch.optim.SparseAdam` on the table. What it does (read in torch 2.13's `torch/optim/sparse_adam.py` and
+    `_functional.py::sparse_adam`, and tested): it coalesces the gradient and updates the moments and weights of
+    the rows in it only (lazy Adam, like `SparseRowAdam`), but corrects the bias with one step count for the whole
+    table (`state["step"]`, +1 on every step with a gradient), where `SparseRowAdam` counts each row's own
+    updates; it adds eps to sqrt(v), not to the bias-corrected sqrt(v / (1 - b2^t)); it has no weight decay."""
+
+    def __init__(self, emb: SparseGradBigram, cfg: BigramConfig, o: OptimConfig):
+        if o.weight_decay:
+            raise ValueError("torch.optim.SparseAdam has no weight decay; use OptimConfig(weight_decay=0)")
+        self.emb = emb
+        self.params = [emb.table]
+        self.opt = torch.optim.SparseAdam([emb.table], lr=cfg.lr, betas=o.adam_betas, eps=o.adam_eps)
+        self.base_lr = cfg.lr
+
+    def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
+        for g in self.opt.param_groups:
+            g["lr"] = self.base_lr * lr_mult
+        self.opt.step()
+
+    def zero_grad(self) -> None:
+        self.opt.zero_grad(set_to_none=True)
+
+
+def table_setup(kind: str, rows: int, dim: int, batch_shape: tuple[int, int], o: OptimConfig | None = None,
+                **cfg_fields):
+    """A fresh table and its update for one of `UPDATE_KINDS`: (embedding, update)."""
+    o = o or OptimConfig()
+    cfg = BigramConfig(rows=rows, update=kind, **cfg_fields)
+    if kind == TORCH_SPARSEADAM:
+        emb = SparseGradBigram(cfg, dim, batch_shape)
+        return emb, TorchSparseAdam(emb, cfg, o)
+    if kind not in ("dense", "sparse"):
+        raise ValueError(f"unknown table update {kind!r}; choose one of {UPDATE_KINDS}")
+    emb = BigramEmbedding(cfg, dim, batch_shape)
+    return emb, make_bigram_update(emb, cfg, o)
+
+
+def bench_update(rows: int, dim: int, batch: torch.Tensor, updates=UPDATE_KINDS, steps: int = 5,
                  repeats: int = 3, seed: int = 0) -> dict:
     """Time of the table's whole share of a training step (gather, backward into the table, update), in ms.
 
-    Each update kind gets its own table; they are timed in alternation. A random gradient stands in for the
-    rest of the network.
+    Each update kind gets its own table; after one warm-up step each, they are timed in alternation, `repeats`
+    rounds of `steps` steps. A random gradient stands in for the rest of the network. Returns {kind: [ms per
+    step, one per round]}.
     """
-    o = OptimConfig()
     torch.manual_seed(seed)
     B, T = batch.shape
     upstream = torch.randn(B, T, dim)
-    setups = {}
-    for kind in updates:
-        emb = BigramEmbedding(BigramConfig(rows=rows, update=kind), dim, (B, T))
-        setups[kind] = (emb, make_bigram_update(emb, emb.cfg, o))
+    setups = {kind: table_setup(kind, rows, dim, (B, T)) for kind in updates}
     times = {k: [] for k in updates}
     for emb, upd in setups.values():
         table_step(emb, upd, batch, upstream)  # warm-up
@@ -236,11 +312,79 @@ def bench_update(rows: int, dim: int, batch: torch.Tensor, updates=("dense", "sp
     return times
 
 
-def update_time_curve(rows_list: list[int], dim: int, batch: torch.Tensor, steps: int = 5, repeats: int = 3) -> list[dict]:
-    """`bench_update` at each table size: the best round of each update, in ms per step, and dense / sparse."""
-    curve = []
-    for rows in rows_list:
-        t = bench_update(rows, dim, batch, steps=steps, repeats=repeats)
-        dense, sparse = min(t["dense"]), min(t["sparse"])
-        curve.append({"rows": rows, "dense_ms": dense, "sparse_ms": sparse, "ratio": dense / sparse})
-    return curve
+def curve_point(rows: int, times: dict) -> dict:
+    """One table size's entry of the curve from its rounds {kind: [ms, ...]}: each kind's best round as
+    `<kind>_ms` (dashes as underscores), `ratio` = dense / sparse (None without both), `vs_sparse` = {kind: its
+    best / sparse's best}, and the rounds themselves as `samples`."""
+    best = {k: min(v) for k, v in times.items()}
+    point = {"rows": rows, **{f"{k.replace('-', '_')}_ms": ms for k, ms in best.items()}}
+    point["ratio"] = best["dense"] / best["sparse"] if {"dense", "sparse"} <= best.keys() else None
+    point["vs_sparse"] = {k: ms / best["sparse"] for k, ms in best.items()} if "sparse" in best else None
+    point["samples"] = {k: list(v) for k, v in times.items()}
+    return point
+
+
+def update_time_curve(rows_list: list[int], dim: int, batch: torch.Tensor, steps: int = 5, repeats: int = 3,
+                      updates=UPDATE_KINDS, out=None, profile: str | None = None, command=None) -> list[dict]:
+    """`bench_update` at each table size, one `curve_point` each (best round in ms per step, dense / sparse).
+
+    `out` (a folder, or a .json file that must not exist): also keep the curve as a bench record there
+    (`frontier.bench.run_table_bench`, which returns the record and its path; `profile` and `command` go into it).
+    """
+    if out is not None:
+        from .bench import run_table_bench
+
+        return run_table_bench(rows_list, dim, batch, steps, repeats, updates, profile=profile, out=out,
+                               command=command)["curve"]
+    return [curve_point(rows, bench_update(rows, dim, batch, updates, steps=steps, repeats=repeats))
+            for rows in rows_list]
+
+
+def _first_line(e: BaseException) -> str:
+    """'Class: first line', and torch.compile's 'Explanation: ...' line in parentheses where there is one (memory
+    addresses dropped, so that the text is the same from run to run)."""
+    lines = [re.sub(r" at 0x[0-9a-f]+", "", l.strip()) for l in str(e).strip().splitlines()]
+    why = next((l for l in lines if l.startswith("Explanation:")), None)
+    return f"{type(e).__name__}: {lines[0] if lines else ''}" + (f" ({why})" if why else "")
+
+
+def sparseadam_fit(rows: int = 1 << 12, dim: int = 8, batch_shape: tuple[int, int] = (4, 64), batches: int = 4,
+                   backend: str = "inductor") -> dict:
+    """How `torch.optim.SparseAdam` fits fixed shapes and compiled steps, tried on the CPU:
+
+    - `forward_backward_fullgraph`: `torch.compile(fullgraph=True, dynamic=False, backend=backend)` of the
+      table's forward (`SparseGradBigram`), then `backward()`: "ok", or the exception's class and first line
+      (and torch.compile's explanation);
+    - `gradient`: the layout and entry count of the table's gradient then, and `positions` (batch x sequence);
+    - `step_fullgraph`: the same for `torch.compile(SparseAdam.step, fullgraph=True, backend=backend)`;
+    - `coalesced_rows`: `grad.coalesce()._nnz()` for `batches` random batches, next to `touched_rows`: the
+      number of rows SparseAdam works on is data-dependent (SparseRowAdam keeps `positions` slots instead).
+    """
+    B, T = batch_shape
+    g = torch.Generator().manual_seed(0)
+    vocabs = [16 * 4**i for i in range(batches)]  # narrower and wider token ranges: fewer and more distinct rows
+    xs = [torch.randint(0, v, batch_shape, generator=g) for v in vocabs]
+    upstream = torch.randn(B, T, dim, generator=g)
+    out = {"torch": torch.__version__, "backend": backend, "positions": B * T}
+    emb, upd = table_setup(TORCH_SPARSEADAM, rows, dim, batch_shape)
+    try:
+        torch.compile(emb, fullgraph=True, dynamic=False, backend=backend)(xs[0]).backward(upstream)
+        out["forward_backward_fullgraph"] = "ok"
+    except Exception as e:  # noqa: BLE001 -- the fact to report
+        out["forward_backward_fullgraph"] = _first_line(e)
+        emb.zero_grad()
+        emb(xs[0]).backward(upstream)
+    grad = emb.table.grad
+    out["gradient"] = {"layout": str(grad.layout), "entries": int(grad._nnz()) if grad.is_sparse else grad.numel()}
+    try:
+        torch.compile(upd.opt.step, fullgraph=True, backend=backend)()
+        out["step_fullgraph"] = "ok"
+    except Exception as e:  # noqa: BLE001
+        out["step_fullgraph"] = _first_line(e)
+    out["coalesced_rows"], out["touched_rows"] = [], []
+    for x in xs:
+        upd.zero_grad()
+        emb(x).backward(upstream)
+        out["coalesced_rows"].append(int(emb.table.grad.coalesce()._nnz()))
+        out["touched_rows"].append(touched_rows(x, rows))
+    return out

@@ -34,6 +34,7 @@ def _positive_int(s: str) -> int:
 
 
 def _load_dataset(data: str | None, vocab_size: int):
+    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus at `vocab_size`."""
     from .data import Dataset, embedded_dataset
 
     return Dataset(data) if data else embedded_dataset(vocab_size)
@@ -43,18 +44,26 @@ def _load_dataset(data: str | None, vocab_size: int):
 
 
 def cmd_prepare(a) -> int:
+    """`--vocab-size`, or the profile's vocabulary; only the profile's default may step down to the largest size
+    the text allows (not for a profile that fixes its vocabulary: trn2)."""
     from .data import prepare
+    from .profiles import get_profile
 
-    ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=a.vocab_size, seed=a.seed)
+    profile = get_profile(a.profile)
+    vocab_size = profile.vocab_size if a.vocab_size is None else a.vocab_size
+    shrink = a.vocab_size is None and not profile.fixed_vocab
+    ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
+                 seed=a.seed, shrink_vocab=shrink)
     m = ds.manifest
-    print(f"dataset: {ds.folder} (train {m['train']['tokens']:,} tokens, val {m['val']['tokens']:,} tokens, "
-          f"val bytes {m['val']['bytes']:,})")
+    print(f"dataset: {ds.folder} (vocabulary {ds.vocab_size}, train {m['train']['tokens']:,} tokens, "
+          f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,})")
     return 0
 
 
 def cmd_train(a) -> int:
     from .devices import select_device
-    from .recipes import resolve
+    from .profiles import get_profile
+    from .recipes import get_recipe, resolve
     from .trainer import train
 
     device = select_device(a.device)
@@ -70,8 +79,9 @@ def cmd_train(a) -> int:
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
-        cfg = resolve(a.recipe, a.profile, budget_s=a.budget)
-        dataset = _load_dataset(a.data, cfg.model.vocab_size)
+        recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
+        dataset = _load_dataset(a.data, profile.vocab_size)
+        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size)  # the data's vocabulary
         seed = a.seed
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(a.out) if a.out else Path("runs") / cfg.profile / f"{cfg.recipe}-s{seed}-{stamp}"
@@ -112,6 +122,21 @@ def cmd_compare(a) -> int:
     return 0
 
 
+def cmd_replay(a) -> int:
+    from .data import Dataset
+    from .devices import select_device
+    from .records import load_record
+    from .replay import verify
+
+    device, failed = select_device(a.device), 0
+    for run in a.runs:
+        rec = load_record(run)
+        check = verify(run, rec, Dataset(a.data or rec["data"]["folder"]), device, log=lambda m: None)
+        failed += not check["reproduced"]
+        print(f"{run}: {'reproduced' if check['reproduced'] else 'NOT reproduced'}: {check['why']}")
+    return 1 if failed else 0
+
+
 def cmd_recipes(a) -> int:
     from .recipes import BEST, RECIPES
 
@@ -140,18 +165,21 @@ def cmd_book(a) -> int:
 
 
 def cmd_bench(a) -> int:
-    from .bench import format_bench, run_bench
+    from .bench import cli_command, default_record_dir, format_bench, run_bench
 
+    command = cli_command("bench", a.recipes, {"--profile": a.profile, "--steps": a.steps, "--repeats": a.repeats,
+                                                "--device": a.device, "--data": a.data, "--cold": a.cold})
     result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
-                       cold=a.cold)
+                       cold=a.cold, out=a.out or default_record_dir(a.profile), command=command)
     print(format_bench(result))
+    print(f"bench record: {result['path']}")
     return 0
 
 
 def cmd_bench_table(a) -> int:
     import torch
 
-    from .bigram import update_time_curve
+    from .bench import cli_command, default_record_dir, format_table_bench, run_table_bench
     from .profiles import get_profile
 
     p = get_profile(a.profile)
@@ -160,11 +188,12 @@ def cmd_bench_table(a) -> int:
     except ValueError:
         raise UserError(f"--rows-log2 {a.rows_log2!r} is not a list of whole numbers", "pass e.g. --rows-log2 16,18,19") from None
     batch = torch.randint(0, p.vocab_size, (p.batch_size, p.seq_len), generator=torch.Generator().manual_seed(0))
-    print(f"bigram table update, width {p.n_embd}, {batch.numel():,} positions per step (profile {p.name}); "
-          f"ms per step, best of {a.repeats} alternating rounds")
-    print(f"{'rows':>10}{'dense ms':>11}{'sparse ms':>11}{'dense/sparse':>14}")
-    for k, c in zip(sizes, update_time_curve([1 << k for k in sizes], p.n_embd, batch, a.steps, a.repeats)):
-        print(f"{'2^' + str(k):>10}{c['dense_ms']:>11.2f}{c['sparse_ms']:>11.2f}{c['ratio']:>13.1f}x")
+    command = cli_command("bench-table", [], {"--profile": p.name, "--rows-log2": ",".join(map(str, sizes)),
+                                              "--steps": a.steps, "--repeats": a.repeats})
+    result = run_table_bench([1 << k for k in sizes], p.n_embd, batch, a.steps, a.repeats, profile=p.name,
+                             out=a.out or default_record_dir(p.name), command=command)
+    print(format_table_bench(result))
+    print(f"bench record: {result['path']}")
     return 0
 
 
@@ -185,19 +214,30 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
 
     s = sub.add_parser("prepare", help="build a dataset folder (tokenizer, shards, manifest)",
-                       description="Build a dataset folder from the embedded corpus or your own text.")
+                       description="Build a dataset folder from the embedded corpus or your own text. The "
+                                   "vocabulary belongs to the data: `train --data` builds the model with it. By "
+                                   "default it is the profile's; when the text is too small for that, prepare uses "
+                                   "the largest size that works and says so (except for trn2, whose vocabulary is "
+                                   "fixed). An explicit --vocab-size the text is too small for is an error naming "
+                                   "that largest size. When the text has more distinct characters than half the "
+                                   "pieces left after the 256 byte pieces, the rarest are spelled in UTF-8 byte "
+                                   "pieces (still lossless; recorded in the manifest).")
     s.add_argument("--out", required=True, help="the dataset folder to create (must not exist or be empty)")
     s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the embedded corpus")
     s.add_argument("--val-text", action="append", metavar="PATH", help="documents for the validation split (repeatable); default: a deterministic split of --text")
     s.add_argument("--val-fraction", type=float, default=0.05, help="share of documents held out when there is no --val-text (default 0.05)")
-    s.add_argument("--vocab-size", type=int, default=1024, help="tokenizer vocabulary (cpu profile 1024, trn2 8192)")
+    s.add_argument("--profile", default="cpu", help="whose vocabulary is the default: smoke 512, cpu 1024, gpu and trn2 "
+                                                    "8192 (default cpu)")
+    s.add_argument("--vocab-size", type=int, help="tokenizer vocabulary, exactly (default: the profile's, stepped down "
+                                                  "to the largest the text allows)")
     s.add_argument("--seed", type=int, default=0, help="seed of the document split")
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("train", help="train a recipe within a budget", description="Train a recipe; the last line is val_bpb=<value>.")
     s.add_argument("--recipe", help="recipe name (see `frontier recipes`), or 'best'")
     s.add_argument("--profile", default="cpu", help="scale: smoke, cpu, gpu, trn2 (default cpu)")
-    s.add_argument("--data", help="dataset folder from `frontier prepare` (default: the embedded corpus)")
+    s.add_argument("--data", help="dataset folder from `frontier prepare`; the model takes its vocabulary (default: "
+                                  "the embedded corpus at the profile's vocabulary)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--budget", type=_positive_float, metavar="SECONDS", help="charged seconds (default: the profile's)")
     g.add_argument("--steps", type=_positive_int, metavar="N", help="train exactly N steps instead of a budget")
@@ -215,11 +255,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
 
-    s = sub.add_parser("compare", help="compare runs with their noise", description="Mean, spread and Welch t-test of runs grouped by recipe.")
+    s = sub.add_parser("compare", help="compare runs with their noise",
+                       description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "
+                                   "config hash (budget and every config field) and step limit. Each metric has a "
+                                   "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
+                                   "is called better or worse only beyond the noise.")
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    s.add_argument("--by", default="recipe", help="record field to group by (default recipe; also config_hash, profile, recipe+budget)")
-    s.add_argument("--metric", default="val_bpb", help="record field to compare (default val_bpb; e.g. tokens_per_s)")
+    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit; coarser: "
+                                               "recipe, config_hash, profile, recipe+budget, label, or a record field)")
+    s.add_argument("--metric", default="val_bpb", help="record field to compare, with its direction (default val_bpb, "
+                                                       "lower is better; e.g. tokens_per_s, higher is better)")
     s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("replay", help="check that the current code reproduces run records",
+                       description="Replay the first steps of each run and compare with its record (frontier/replay.py): "
+                                   "the rule by which the book reuses a record written by other code. Exit 1 if any "
+                                   "is not reproduced.")
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s.add_argument("--data", help="dataset folder (default: the one each run trained on)")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("book", help="re-run the notebooks with papermill", description="Execute the chapters with a profile's parameters.")
     s.add_argument("--profile", default="smoke")
@@ -236,15 +291,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("bench-table", help="time the bigram table's update, dense against sparse",
+    s = sub.add_parser("bench-table", help="time the bigram table's update: dense, sparse, torch SparseAdam",
                        description="The bigram table's share of a step (gather, backward, update), dense AdamW against "
-                                   "the sparse row-wise Adam, at several table sizes, timed in alternation.")
+                                   "the sparse row-wise Adam and torch.optim.SparseAdam, at several table sizes, "
+                                   "timed in alternation on the CPU.")
     s.add_argument("--profile", default="cpu", help="width and batch shape come from this profile")
     s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
     s.add_argument("--steps", type=_positive_int, default=5)
     s.add_argument("--repeats", type=_positive_int, default=3)
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench_table)
 
     s = sub.add_parser("recipes", help="list the recipes")

@@ -5,6 +5,14 @@ A dataset folder holds `tokenizer.model`, `train_000000.bin ...`, `val_000000.bi
 (once to split them and train the tokenizer on a sample of the train split, once to tokenize them), so inputs
 of hundreds of MB never sit in memory whole. The folder is written under a temporary name and renamed at the end:
 a failed `prepare` leaves nothing half-written, and an existing dataset is never overwritten.
+
+The vocabulary belongs to the data: the model trained on a folder takes `Dataset.vocab_size`. When the train
+split is too small for the asked `vocab_size`, `prepare` fails naming the largest size that works, or, with
+`shrink_vocab=True` (the CLI's choice when the size came from a profile's default), prepares at that size and
+records the asked size as `tokenizer.requested_vocab_size`. When the text has more distinct characters than the
+vocabulary can give pieces to, the rare ones are spelled in UTF-8 byte pieces (see `frontier.tokenizer`), recorded
+as `tokenizer.rare_characters`. Both keys appear only when they apply, so the manifest of data that needs neither
+is as before.
 """
 
 from __future__ import annotations
@@ -105,7 +113,13 @@ def prepare(
     vocab_size: int = 1024,
     seed: int = 0,
     log: Callable[[str], None] = print,
+    shrink_vocab: bool = False,
 ) -> "Dataset":
+    """Build the dataset folder `out` from `text` (default: the embedded corpus) with a `vocab_size` tokenizer.
+
+    When the train split is too small for `vocab_size`: with `shrink_vocab`, the tokenizer takes the largest size
+    that works (and says so through `log`); without, a `UserError` names that size.
+    """
     out = Path(out)
     if not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction must be between 0 and 1 (got {val_fraction})", "pass e.g. --val-fraction 0.05")
@@ -122,7 +136,7 @@ def prepare(
     except OSError as e:
         raise UserError(f"cannot write to {str(parent)!r} ({e.strerror})", "choose a writable --out folder") from None
     try:
-        manifest = _prepare_into(work, _Source(text, val_text), val_fraction, vocab_size, seed, log)
+        manifest = _prepare_into(work, _Source(text, val_text), val_fraction, vocab_size, shrink_vocab, seed, log)
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if out.exists():
             out.rmdir()
@@ -133,7 +147,41 @@ def prepare(
     return Dataset(out)
 
 
-def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: int, seed: int, log) -> dict:
+def _train_tokenizer(texts: list[str], vocab_size: int, shrink_vocab: bool, log) -> Tokenizer:
+    """The tokenizer of `texts` at `vocab_size`; when they are too small for it, at the largest size that works
+    if `shrink_vocab` (logged), else a `UserError` naming that size."""
+    tok = Tokenizer.train_largest(texts, vocab_size)
+    if tok.vocab_size == vocab_size:
+        return tok
+    if not shrink_vocab:
+        raise UserError(
+            f"the training text is too small for a vocabulary of {vocab_size}: the largest that works is {tok.vocab_size}",
+            f"pass --vocab-size {tok.vocab_size} or give more text",
+        )
+    log(f"prepare: the training text is too small for a vocabulary of {vocab_size}; "
+        f"using {tok.vocab_size}, the largest that works")
+    return tok
+
+
+def _tokenizer_manifest(tok: Tokenizer, vocab_size: int) -> dict:
+    """The manifest's `tokenizer` section; `rare_characters` and `requested_vocab_size` only where they apply."""
+    m = {
+        "file": TOKENIZER_FILE,
+        "vocab_size": tok.vocab_size,
+        "bos_id": tok.bos_id,
+        "sha256": tok.sha256,
+        "trained_on": "train split only",
+        "settings": {k: v for k, v in TOKENIZER_SETTINGS.items()},
+    }
+    if tok.rare_characters is not None:
+        m["rare_characters"] = {**tok.rare_characters, "others_as": "UTF-8 byte pieces <0xNN>, 1 byte each"}
+    if tok.vocab_size != vocab_size:
+        m["requested_vocab_size"] = vocab_size
+    return m
+
+
+def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: int, shrink_vocab: bool, seed: int,
+                  log) -> dict:
     t0 = time.time()
     # Pass 1: assign splits, count, and sample the train split for the tokenizer.
     splits, hashes, sample, sample_chars = [], [], [], 0
@@ -151,7 +199,7 @@ def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: 
     if "train" not in splits:
         raise UserError("every document landed in the validation split", "lower --val-fraction or add --text documents")
     log(f"prepare: {splits.count('train')} train and {splits.count('val')} val documents; training the tokenizer")
-    tok = Tokenizer.train((text for i, text in sample if splits[i] == "train"), vocab_size)
+    tok = _train_tokenizer([text for i, text in sample if splits[i] == "train"], vocab_size, shrink_vocab, log)
     del sample
     tok.save(work / TOKENIZER_FILE)
     # Pass 2: tokenize into shards.
@@ -178,14 +226,7 @@ def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: 
             "seed": seed,
             "val_fraction": None if source.val_files else val_fraction,
         },
-        "tokenizer": {
-            "file": TOKENIZER_FILE,
-            "vocab_size": tok.vocab_size,
-            "bos_id": tok.bos_id,
-            "sha256": tok.sha256,
-            "trained_on": "train split only",
-            "settings": {k: v for k, v in TOKENIZER_SETTINGS.items()},
-        },
+        "tokenizer": _tokenizer_manifest(tok, vocab_size),
         "train": stats["train"],
         "val": stats["val"],
     }
@@ -238,10 +279,12 @@ class Dataset:
         return np.concatenate(self._val) if len(self._val) != 1 else np.asarray(self._val[0])
 
     def check_vocab(self, vocab_size: int, what: str) -> None:
+        """A one-line `UserError` unless the folder's vocabulary is `vocab_size` (what `what` needs)."""
         if self.vocab_size != vocab_size:
             raise UserError(
                 f"data folder {str(self.folder)!r} has a {self.vocab_size}-token vocabulary but {what} needs {vocab_size}",
-                f"prepare a folder with --vocab-size {vocab_size} or pick a matching profile",
+                f"build the model for the data's vocabulary (resolve(..., vocab_size={self.vocab_size})) "
+                f"or use data prepared with --vocab-size {vocab_size}",
             )
 
 

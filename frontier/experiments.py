@@ -1,24 +1,27 @@
-"""Runs as the chapters use them: train a recipe (or reuse its finished record) under a run root.
+"""Runs as the chapters use them: train a recipe, or reuse a finished record that the current code reproduces.
 
 A run lives in `ROOT/PROFILE/LABEL/sSEED`, where LABEL is the recipe (or a name given for a variant). A finished
-record there is reused when its config hash and data manifest match what would be trained now, so chapters share
-runs (chapter 02's eager runs are chapter 01's baseline runs) and re-running the book trains only what changed.
-Records keep the git SHA of the code that wrote them.
+record there is reused when (1) its config hash, data manifest, step limit and device backend match what would
+be trained now, and (2) the current code reproduces it (`frontier.replay`: the first steps' losses bit for bit,
+the same scorer). So chapters share runs (chapter 02's eager runs are chapter 01's baseline runs), re-running
+the book trains only what changed, and every quoted number comes from code shown to produce it.
+
+Nothing here deletes a record. A record that cannot be reused stays where it is, and the new run goes beside it
+(`sSEED-2`, `sSEED-3`, ...); the newest reusable one of those folders is the one a chapter reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import shutil
 from pathlib import Path
 
-from . import records
+from . import records, replay, report
 from .config import RunConfig
 from .data import Dataset, embedded_dataset
 from .devices import select_device
 from .profiles import Profile, get_profile
 from .recipes import resolve
-from .trainer import train
+from .trainer import CHECKPOINT, train
 
 
 # The model sizes chapter 01 tries before fixing a profile's size (one seed each, at the profile's budget).
@@ -48,9 +51,40 @@ def profile_with(profile: str | Profile, **sizes) -> Profile:
     return dataclasses.replace(p, **sizes) if sizes else p
 
 
-def run_dir_for(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None, steps: int | None = None) -> Path:
-    name = label or cfg.recipe
-    return Path(root) / cfg.profile / name / f"s{seed}"
+def seed_dirs(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None) -> list[Path]:
+    """The run folders of this label and seed that exist, newest first (`sSEED-3`, `sSEED-2`, `sSEED`)."""
+    base = Path(root) / cfg.profile / (label or cfg.recipe)
+    found = [p for p in [base / f"s{seed}", *base.glob(f"s{seed}-*")] if p.is_dir() and _version(p, seed) > 0]
+    return sorted(found, key=lambda p: _version(p, seed), reverse=True)
+
+
+def _version(path: Path, seed: int) -> int:
+    if path.name == f"s{seed}":
+        return 1
+    tail = path.name[len(f"s{seed}-"):]
+    return int(tail) if tail.isdigit() else 0
+
+
+def new_run_dir(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None) -> Path:
+    """The next free folder for this label and seed: `sSEED`, then `sSEED-2`, `sSEED-3`, ..."""
+    existing = seed_dirs(root, cfg, seed, label)
+    base = Path(root) / cfg.profile / (label or cfg.recipe)
+    return base / (f"s{seed}" if not existing else f"s{seed}-{_version(existing[0], seed) + 1}")
+
+
+def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str) -> str | None:
+    """Why a record is not the run that would be trained now (None: it is)."""
+    if rec.get("status") != "finished":
+        return f"status {rec.get('status')}"
+    if rec.get("config_hash") != cfg.digest():
+        return "another config"
+    if rec.get("data", {}).get("manifest_hash") != dataset.manifest_hash:
+        return "other data"
+    if rec.get("max_steps") != steps:
+        return f"max_steps {rec.get('max_steps')} (wanted {steps})"
+    if rec.get("device", {}).get("backend") != backend:
+        return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
+    return None
 
 
 def run(
@@ -65,9 +99,13 @@ def run(
     data: str | Path | Dataset | None = None,
     device: str = "auto",
     reuse: bool = True,
+    need_checkpoint: bool = False,
     log=print,
 ) -> dict:
-    """Train `recipe` with `profile` (or return the matching finished record) and return its run record."""
+    """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
+    run record. A reused record carries `replay` (the check's result, see `frontier.replay`); a new one does not.
+    `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
+    committed) is trained again."""
     prof = profile_with(profile, **(sizes or {}))
     cfg = resolve(recipe, prof, budget_s=budget_s)
     if isinstance(data, Dataset):
@@ -75,24 +113,23 @@ def run(
     else:
         dataset = Dataset(data) if data else embedded_dataset(cfg.model.vocab_size, log=log)
     dev = select_device(device)
-    run_dir = run_dir_for(root, cfg, seed, label)
-    if (run_dir / records.RECORD).exists():
-        rec = records.load_record(run_dir)
-        same = (
-            rec.get("status") == "finished"
-            and rec.get("config_hash") == cfg.digest()
-            and rec.get("data", {}).get("manifest_hash") == dataset.manifest_hash
-            and rec.get("max_steps") == steps
-            and rec.get("device", {}).get("backend") == dev.backend
-        )
-        if reuse and same:
-            log(f"{run_dir}: reusing finished run (val_bpb {rec['val_bpb']:.4f}, code {str(rec['code'].get('git_sha'))[:8]})")
-            return rec
-        log(f"{run_dir}: {'stale' if not same else 'reuse off'}; training again")
-        shutil.rmtree(run_dir)
+    for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
+        rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
+        why = mismatch(rec, cfg, dataset, steps, dev.backend)
+        if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
+            why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
+        if why is None:
+            check = replay.verify(run_dir, rec, dataset, dev, log=log)
+            if check["reproduced"]:
+                log(f"{run_dir}: reusing (val_bpb {rec['val_bpb']:.4f}; trained by code "
+                    f"{str(rec['code'].get('git_sha'))[:8]}, reproduced by {str(check['code'].get('git_sha'))[:8]})")
+                return {**rec, "replay": check}
+            why = f"not reproduced by the current code ({check['why']})"
+        log(f"{run_dir}: not reused: {why}")
+    run_dir = new_run_dir(root, cfg, seed, label)
     log(f"{run_dir}: training {cfg.recipe} ({label or 'recipe'}), seed {seed}, "
         f"{f'{steps} steps' if steps else f'budget {cfg.train.budget_s:g}s'} on {dev.backend}")
-    rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False,
+    rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False, label=label,
                 command=[f"frontier.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes})"])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
@@ -103,3 +140,29 @@ def seeds(recipe: str, profile: str | Profile, n: int | None = None, **kw) -> li
     """`run` for seeds 0..n-1 (n defaults to the profile's `seeds`)."""
     p = get_profile(profile) if isinstance(profile, str) else profile
     return [run(recipe, p, seed=s, **kw) for s in range(n or p.seeds)]
+
+
+def code_banner() -> str:
+    """Which code runs a chapter, and the rule for the records it quotes."""
+    c = records.code_version()
+    return (f"code {report.short_code(c)} (source {c['source_sha256']}); a run record written by other code is "
+            f"quoted only if this code reproduces it (frontier.replay)")
+
+
+def bench(recipes: list[str], profile: str | Profile, root: str | Path = "runs", **kw) -> dict:
+    """`frontier.bench.run_bench`, kept as a bench record in `ROOT/PROFILE/bench/` and read back from it."""
+    from .bench import load_bench_record, run_bench
+
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    result = run_bench(recipes, profile=p.name, out=Path(root) / p.name / "bench", **kw)
+    return load_bench_record(result["path"])
+
+
+def table_bench(rows_list: list[int], dim: int, batch, profile: str | Profile, root: str | Path = "runs",
+                **kw) -> dict:
+    """`frontier.bench.run_table_bench` (the bigram table's update), kept in `ROOT/PROFILE/bench/`, read back."""
+    from .bench import load_bench_record, run_table_bench
+
+    p = get_profile(profile) if isinstance(profile, str) else profile
+    result = run_table_bench(rows_list, dim, batch, profile=p.name, out=Path(root) / p.name / "bench", **kw)
+    return load_bench_record(result["path"])

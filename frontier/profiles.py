@@ -4,6 +4,10 @@
 - `cpu`: a real mini-competition on a 2-core laptop CPU (a few minutes a run); the committed notebooks show it.
 - `gpu`: the competition baseline's size on one CUDA GPU.
 - `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters).
+
+A profile's `vocab_size` is the default vocabulary of `frontier prepare --profile NAME` and the vocabulary of the
+embedded corpus when `train` runs without `--data`; with `--data` the model takes the data's vocabulary. Only a
+profile with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of another vocabulary.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Profile:
     log_every: int = 1
     uncharged_steps: int = 5
     startup_allowance_s: float = 900.0
+    fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
 
 
 PROFILES: dict[str, Profile] = {
@@ -114,6 +119,7 @@ PROFILES: dict[str, Profile] = {
             eval_batch_size=32,
             seeds=3,
             log_every=10,
+            fixed_vocab=True,
         ),
     ]
 }

@@ -1,7 +1,7 @@
 """Recipes: the write-up's steps as code. Each recipe is its parent plus one change.
 
-`resolve(recipe, profile)` turns a recipe and a profile into the `RunConfig` a run records. `best` names the
-current best recipe (what `make demo` trains).
+`resolve(recipe, profile, vocab_size=...)` turns a recipe, a profile and the data's vocabulary into the `RunConfig`
+a run records. `best` names the current best recipe (what `make demo` trains).
 """
 
 from __future__ import annotations
@@ -79,13 +79,27 @@ def get_recipe(name: str) -> Recipe:
         ) from None
 
 
-def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None) -> RunConfig:
-    """The full configuration of `recipe` at the scale of `profile` (optionally with another budget)."""
+def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
+            vocab_size: int | None = None) -> RunConfig:
+    """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
+
+    `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
+    prepared at it). A profile with `fixed_vocab` (trn2) refuses any other size with a one-line `UserError`.
+    """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = get_profile(profile) if isinstance(profile, str) else profile
     f = r.features
+    if vocab_size is None:
+        vocab_size = p.vocab_size
+    elif p.fixed_vocab and vocab_size != p.vocab_size:
+        raise UserError(
+            f"profile {p.name!r} fixes the vocabulary at {p.vocab_size} (the competition's) but the data has a "
+            f"{vocab_size}-token vocabulary",
+            f"prepare the data with `frontier prepare --profile {p.name}` (--vocab-size {p.vocab_size}) "
+            f"or pick another profile",
+        )
     model = ModelConfig(
-        vocab_size=p.vocab_size,
+        vocab_size=vocab_size,
         n_layer=p.n_layer,
         n_embd=p.n_embd,
         n_head=p.n_head,

@@ -81,9 +81,14 @@ def code_version() -> dict:
 
 
 def write_record(run_dir: str | Path, record: dict) -> Path:
-    path = Path(run_dir) / RECORD
+    return write_json(Path(run_dir) / RECORD, record)
+
+
+def write_json(path: str | Path, obj: dict) -> Path:
+    """Write `obj` as indented JSON, atomically (a reader never sees half a file)."""
+    path = Path(path)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=_jsonable) + "\n")
+    tmp.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
     tmp.replace(path)
     return path
 
@@ -107,4 +112,39 @@ def load_record(run: str | Path) -> dict:
     except json.JSONDecodeError:
         raise UserError(f"{str(path)!r} is not valid JSON", "re-run or re-evaluate that run") from None
     rec["run_dir"] = str(path.parent)
+    return upgrade(rec)
+
+
+def upgrade(rec: dict) -> dict:
+    """A record written by older code, brought to today's fields from what it stored; each field derived here is
+    named in `rec["derived"]` with how. Two bookkeeping bugs of that code are undone (the losses and scores are
+    untouched):
+
+    - Its `tokens_per_s` divided by all charged seconds, the n-gram shard counting included. Today's is the
+      steps' own: the first `uncharged_steps` steps were free (inside the start-up allowance), so
+      charged_steps = steps - uncharged_steps, charged_step_s = charged_s - the counting seconds.
+    - Its compile statistics were process-global: a compiled run that found the model already compiled in its
+      process (a second seed, a bench before it) recorded 0 frames and a short first step that were not its own.
+      Those fields become None.
+    """
+    if "charged_step_s" in rec or rec.get("status") != "finished":
+        return rec
+    derived = {}
+    cfg = rec.get("config", {})
+    counting = (rec.get("ngram") or {}).get("counting_s") or 0.0
+    steps, uncharged = rec.get("steps") or 0, cfg.get("train", {}).get("uncharged_steps", 0)
+    if rec.get("uncharged_s", 0) < cfg.get("train", {}).get("startup_allowance_s", 0) and steps > uncharged:
+        rec["charged_other_s"] = counting
+        rec["charged_step_s"] = rec["charged_s"] - counting
+        rec["charged_steps"] = steps - uncharged
+        tokens = cfg["train"]["batch_size"] * cfg["train"]["seq_len"]
+        rec["tokens_per_s"] = rec["charged_steps"] * tokens / rec["charged_step_s"]
+        if counting:
+            derived["tokens_per_s"] = "(steps - uncharged_steps) x tokens per step / (charged_s - n-gram counting_s)"
+    comp = rec.get("compile")
+    if comp and comp.get("frames_compiled_in_warmup") == 0:
+        rec["compile"], rec["first_step_s"], rec["compile_s"] = None, None, None
+        derived["compile"] = "unknown: this run reused a compile made earlier in its process (global counters)"
+    if derived:
+        rec["derived"] = derived
     return rec

@@ -47,10 +47,37 @@ def run_rows(recs: Sequence[dict]) -> list[dict]:
             "tokens_per_s": round(r["tokens_per_s"]) if r.get("tokens_per_s") else None,
             "charged_s": r.get("charged_s"),
             "uncharged_s": r.get("uncharged_s"),
-            "code": (r.get("code", {}).get("git_sha") or "?")[:8] + ("+dirty" if r.get("code", {}).get("dirty") else ""),
+            "code": code_of(r),
         }
         for r in recs
     ]
+
+
+def short_code(code: dict | None) -> str:
+    """'1a2b3c4d' (git SHA), '+dirty' when tracked files differed from it, or the source hash without git."""
+    code = code or {}
+    if code.get("git_sha"):
+        return code["git_sha"][:8] + ("+dirty" if code.get("dirty") else "")
+    return f"source {code.get('source_sha256') or '?'}"
+
+
+def code_of(rec: dict) -> str:
+    """Which code produced a record's numbers: the version that trained it, and for a reused record the current
+    version that reproduced it (`frontier.replay`)."""
+    own = short_code(rec.get("code"))
+    check = rec.get("replay") or {}
+    if check.get("reproduced") and (check.get("code") or {}).get("source_sha256") != (rec.get("code") or {}).get(
+            "source_sha256"):
+        return f"{own}, reproduced by {short_code(check['code'])}"
+    return own
+
+
+def provenance(recs: Sequence[dict]) -> str:
+    """One line per code version behind `recs`: which runs it trained, and what reproduced them."""
+    by: dict[str, list[str]] = {}
+    for r in recs:
+        by.setdefault(code_of(r), []).append(f"{r.get('label') or r['recipe']} s{r['seed']}")
+    return "\n".join(f"- code {k}: {', '.join(v)}" for k, v in by.items())
 
 
 RUN_COLUMNS = {"run": "run", "val_bpb": "val_bpb", "steps": "steps", "tokens_per_s": "tokens/s",

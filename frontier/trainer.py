@@ -12,6 +12,7 @@ import math
 import signal
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ import torch
 from . import records
 from .bpb import evaluate_bpb
 from .clock import BudgetClock
-from .compile import CompileWatch, compile_model
+from .compile import CompileWatch, compile_model, fresh_compile
 from .config import RunConfig
 from .data import Dataset
 from .dataloader import TrainLoader
@@ -113,6 +114,31 @@ def make_loader(cfg: RunConfig, dataset: Dataset, seed: int) -> TrainLoader:
     return TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed, folds)
 
 
+@dataclass
+class Training:
+    """What a run steps: the model, the model as each step calls it (compiled or not), the optimisers, the data
+    order, and the n-gram tables when the recipe mixes them in."""
+
+    model: torch.nn.Module
+    step_model: torch.nn.Module
+    opts: Optimizers
+    loader: TrainLoader
+    ngram: torch.nn.Module | None
+
+
+def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int) -> Training:
+    """`cfg`'s model, optimisers and data order with `seed`, built in one order so that the trainer, the bench and
+    a replay (`frontier.replay`) start from the same weights and batches."""
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    model = build_model(cfg).to(device.device)
+    opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype,
+                      compile_backend=device.compile_backend)
+    loader = make_loader(cfg, dataset, seed)
+    step_model = compile_model(model, device) if cfg.train.compile else model
+    return Training(model, step_model, opts, loader, getattr(model, "ngram", None))
+
+
 def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: DeviceInfo, frac: float, step: int,
                ngram=None) -> tuple[torch.Tensor, float]:
     """One step on the next batch, all of it charged: forward, backward, update, and (streaming n-gram counting,
@@ -162,11 +188,13 @@ def train(
     strict: bool = False,
     progress: bool = True,
     command: list[str] | None = None,
+    label: str | None = None,
     log=print,
 ) -> dict:
-    """Train `cfg` on `dataset` and return the run record (also in `run_dir/result.json`)."""
+    """Train `cfg` on `dataset` and return the run record (also in `run_dir/result.json`). `label` names what was
+    run when it is a variant of its recipe (e.g. `bigram-640steps`); the record keeps it."""
     run_dir = Path(run_dir)
-    dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
+    dataset.check_vocab(cfg.model.vocab_size, f"the model of {cfg.recipe!r} / {cfg.profile!r}")
     if cfg.train.budget_s <= 0 and not steps:
         raise UserError(f"budget must be positive (got {cfg.train.budget_s})", "pass --budget SECONDS > 0")
     if steps is not None and steps <= 0:
@@ -181,13 +209,13 @@ def train(
         old = records.load_record(run_dir)
         if old.get("status") == "finished":
             raise UserError(f"{str(run_dir)!r} already finished", "start a new run with another --out")
+        label = label or old.get("label")
 
-    torch.manual_seed(seed)
-    np.random.seed(seed)
-    model = build_model(cfg).to(device.device)
-    opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype,
-                      compile_backend=device.compile_backend)
-    loader = make_loader(cfg, dataset, seed)
+    if cfg.train.compile or cfg.train.compile_optimizer:
+        fresh_compile()  # this run compiles for itself: its compile time and counts are its own
+
+    run = setup_training(cfg, dataset, device, seed)
+    model, step_model, opts, loader, ngram = run.model, run.step_model, run.opts, run.loader, run.ngram
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
@@ -201,6 +229,7 @@ def train(
 
     base_record = {
         "recipe": cfg.recipe,
+        "label": label or cfg.recipe,
         "profile": cfg.profile,
         "config": cfg.to_dict(),
         "config_hash": cfg.digest(),
@@ -216,18 +245,29 @@ def train(
     }
 
     def record(status: str, **extra) -> dict:
+        """Write the run record. The clock's fields: `charged_s`, all charged seconds (what the budget stops on)
+        = `charged_step_s` (charged seconds of steps) + `charged_other_s` (charged work that is not a step:
+        counting the n-gram shards, also in `ngram.counting_s` for the session that counted);
+        `max_charged_step_s`, the most charged seconds of one step (a run on the budget, without --steps, ends
+        less than its last step's charged seconds past it); `charged_steps`, the charged steps, a warm-up step the allowance covered in part counting
+        as its charged share; `tokens_per_s` = charged_steps * tokens per step / charged_step_s (None before any
+        charged step): the steps' throughput, which charged work outside the steps does not lower."""
         rec = {
             **base_record,
             "status": status,
             "budget_s": cfg.train.budget_s,
             "max_steps": clock.max_steps,
             "charged_s": clock.charged_s,
+            "charged_step_s": clock.charged_step_s,
+            "charged_other_s": clock.charged_other_s,
             "uncharged_s": clock.uncharged_s,
             "wall_s": clock.wall_s,
             "first_step_s": clock.first_step_s,
             "step_s_median": clock.step_s_median,
             "compile_s": clock.compile_s if cfg.train.compile else None,
+            "max_charged_step_s": clock.max_charged_step_s,
             "steps": clock.steps,
+            "charged_steps": clock.charged_steps,
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.tokens_per_s(tokens_per_step) or None,
             "compile": watch.summary(),
@@ -246,8 +286,6 @@ def train(
         })
 
     watch = CompileWatch(cfg.train.compile or cfg.train.compile_optimizer, strict, log)
-    step_model = compile_model(model, device) if cfg.train.compile else model
-    ngram = getattr(model, "ngram", None)
     counting = ngram.cfg.counting if ngram is not None else None
     counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
     record("running")

@@ -53,6 +53,7 @@ P = get_profile(profile)
 figures = Path(figures_dir)
 data = embedded_dataset(P.vocab_size)
 print(f"profile {P.name}: {P.summary}")
+print(ex.code_banner())
 
 # %% [markdown]
 # ## The rules
@@ -147,13 +148,15 @@ del model, opts
 # the sweep finds where that stops paying.
 
 # %%
-sweep = []
+sweep, sweep_recs = [], []
 for sizes in ex.SIZE_SWEEPS.get(P.name, []):
     rec = ex.run("baseline", P, seed=0, root=run_root, label=ex.size_label(sizes), sizes=sizes)
+    sweep_recs.append(rec)
     c = rec["config"]
     sweep.append({"size": ex.size_label(sizes)[5:], "params": rec["params"], "batch": c["train"]["batch_size"],
-                  "steps": rec["steps"], "tokens_per_s": round(rec["tokens_per_s"]), "val_bpb": rec["val_bpb"]})
-display(Markdown(report.markdown_table(sweep, ["size", "params", "batch", "steps", "tokens_per_s", "val_bpb"])))
+                  "steps": rec["steps"], "tokens_per_s": round(rec["tokens_per_s"]), "val_bpb": rec["val_bpb"],
+                  "code": report.code_of(rec)})
+display(Markdown(report.markdown_table(sweep, ["size", "params", "batch", "steps", "tokens_per_s", "val_bpb", "code"])))
 
 # %%
 fig, ax = new_figure(6.4, 3.6)
@@ -171,9 +174,13 @@ fig
 # ## Training the baseline
 #
 # The baseline at the profile's size, several seeds. Each run leaves a folder with its record (`result.json`:
-# config, hardware, code version, clock, score, loss curve) and its checkpoint.
+# config, hardware, code version, clock, score, loss curve) and its checkpoint. A record written by earlier code
+# is quoted only when this code reproduces it (`frontier.replay`: its first steps' losses bit for bit, the same
+# scorer); the `code` column says which code trained each run and which reproduced it. Seed 0's model is loaded
+# further down, and checkpoints are not committed, so seed 0 is trained again where its checkpoint is missing.
 
 # %%
+ex.run("baseline", P, seed=0, root=run_root, need_checkpoint=True)
 baseline = ex.seeds("baseline", P, root=run_root)
 display(Markdown(report.runs_table(baseline)))
 
@@ -230,5 +237,6 @@ display(Markdown(
     f"training text as context.\n"
     f"- The write-up's Trn2 baseline scored 1.259 on ClimbMix with a 60M-parameter model; these numbers are a "
     f"different machine, model size and corpus, and are comparable only with each other.\n"
-    f"- The next chapters change one thing at a time and compare against these runs with `frontier compare`."
+    f"- The next chapters change one thing at a time and compare against these runs with `frontier compare`.\n"
+    f"- Code behind these numbers:\n" + report.provenance(baseline + [r for r in sweep_recs])
 ))

@@ -38,7 +38,7 @@ from IPython.display import Markdown, display
 
 from frontier import experiments as ex
 from frontier import report
-from frontier.bench import format_bench, run_bench
+from frontier.bench import format_bench
 from frontier.compare import compare, format_comparison
 from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.profiles import get_profile
@@ -46,6 +46,7 @@ from frontier.profiles import get_profile
 P = get_profile(profile)
 figures = Path(figures_dir)
 print(f"profile {P.name}: {P.summary}")
+print(ex.code_banner())
 
 # %% [markdown]
 # ## Step time, eager against compiled
@@ -53,11 +54,13 @@ print(f"profile {P.name}: {P.summary}")
 # `frontier bench` builds both recipes once, warms each up (the first compiled step is where compilation
 # happens; `cold=True` turns off Inductor's on-disk caches so that it is timed from scratch), then times them in
 # alternation, A B A B ..., so that anything else the machine does affects both alike. The ratio is the compiled
-# median over the eager median.
+# median over the eager median. The bench writes its record (hardware, code version, every round) under
+# `runs/PROFILE/bench/`, and the numbers below are read back from that file.
 
 # %%
-bench = run_bench(["baseline", "compile"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=5, cold=True)
+bench = ex.bench(["baseline", "compile"], P, root=run_root, steps=10 if P.name != "smoke" else 3, repeats=5, cold=True)
 print(format_bench(bench))
+print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 
 # %%
 eager_row, comp_row = bench["rows"]
@@ -98,10 +101,11 @@ print(f"dynamo: {comp_row['compile']}")
 #
 # The real test is the score after the same charged budget. The eager runs are chapter 1's baseline runs (the
 # same config and data, so they are reused, not retrained); the compiled runs are new. Each record keeps both
-# clocks: `charged_s` (the competition's) and `wall_s` (everything, the laptop's). Trained from this notebook,
-# the compiled runs reuse the code that the benchmark above compiled in the same process, so their first step is
-# short; a fresh `frontier train --recipe compile` pays the compile in its first (uncharged) step and records it
-# as `compile_s`.
+# clocks: `charged_s` (the competition's) and `wall_s` (everything, the laptop's). Every compiled run resets
+# TorchDynamo first (`frontier.compile.fresh_compile`), so it compiles for itself and its record's compile counts
+# and first step are its own (Inductor's on-disk cache may still make that compile quick: the record counts its
+# hits). Records written before that reset reused a compile made earlier in their process; their compile fields
+# show `-` (`frontier.records.upgrade`).
 
 # %%
 eager = ex.seeds("baseline", P, root=run_root)
@@ -134,9 +138,10 @@ display(Markdown(report.markdown_table(rows, ["recipe", "seed", "steps", "charge
 # graph per shape, built on the first step). Does it pay? The same side-by-side bench, cold compile again:
 
 # %%
-opt_bench = run_bench(["compile", "compile-opt"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=5,
-                      cold=True)
+opt_bench = ex.bench(["compile", "compile-opt"], P, root=run_root, steps=10 if P.name != "smoke" else 3, repeats=5,
+                     cold=True)
 print(format_bench(opt_bench))
+print(f"bench record: {opt_bench['path']}")
 plain, opt_row = opt_bench["rows"]
 opt_ratio = opt_row["tokens_per_s_median"] / plain["tokens_per_s_median"]
 opt_clear = opt_row["tokens_per_s_min"] > plain["tokens_per_s_max"]
@@ -183,5 +188,7 @@ display(Markdown(
     f"- val_bpb at {P.budget_s:g} charged seconds: eager {report.pm(g_eager.values)}, compiled "
     f"{report.pm(g_comp.values)}; difference {d.delta:+.4f} ({d.verdict}"
     + (f", Welch p = {d.p:.3g}" if d.p == d.p else "") + ").\n"
-    f"- Later recipes inherit compilation."
+    f"- Later recipes inherit compilation.\n"
+    f"- Code behind these numbers: the benches ran code {report.short_code(bench['code'])}; the runs:\n"
+    + report.provenance(eager + compiled)
 ))

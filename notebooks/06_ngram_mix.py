@@ -23,23 +23,35 @@
 # byte came out of that bug. A valid mix adds, at every position, a bias over the **whole** vocabulary computed
 # from the context alone, before the softmax, which renormalises.
 #
-# `frontier/ngram.py` builds one that is valid by construction:
+# `frontier/ngram.py` builds one that is valid by construction (its module docstring has every formula):
 #
-# - **Tables.** Unigram and dense bigram counts; contexts of 2 to 16 tokens hashed into a fixed number of buckets
-#   per length, each keeping its total, its number of distinct continuations and its few most frequent
-#   continuations. Memory is fixed when the model is built.
+# - **Tables.** Unigram counts (add-one smoothed) for context length 0. For context length 1, every token keeps
+#   its total $N$, its number of distinct continuations $T$ and its `slots_short` (32) most frequent
+#   continuations; not a dense bigram table. Contexts of 2 to 16 tokens are hashed into `2^buckets_log2` buckets
+#   per length (no check bits: two contexts in one bucket share its counts), each bucket keeping $N$, $T$ and its
+#   `slots` (4) most frequent continuations. Whatever a context counted outside its slots joins its back-off
+#   mass. Memory is fixed when the model is built.
 # - **Smoothing.** Interpolated Witten-Bell (PPM's escape method C): a context seen $N$ times with $T$ distinct
-#   continuations gives its counts weight $N/(N+T)$ and backs off to the shorter context with the rest; a context
-#   seen once keeps half, a context never seen backs off entirely.
-# - **The bias.** $\text{bias}_t = s \log \sum_k \pi_k P_k(\cdot \mid x_{\le t})$: a learned mixture $\pi$ over
-#   context lengths 0 to 16 and a learned scale $s$, added to the network's capped logits before the one softmax.
-#   Training and evaluation take the same path; evaluation uses the tables as they stand at the end of training.
+#   continuations gives its slot counts weight $1/(N+T)$ each and backs off to the next shorter context with the
+#   rest; a context seen once keeps half, a context never seen backs off entirely.
+# - **The mixture.** $P_\text{mix} = \sum_k \pi_k P_k$ over context lengths 0 to 16, $\pi$ the softmax of 17
+#   learned logits (one global weight per length).
+# - **The bias.** $\text{bias}_t = (1 - s) \log \text{floor}_t + s \log P_\text{mix}(\cdot \mid x_{\le t})$,
+#   where $\text{floor}_t = \text{coef}_0 P_0$ is the part of $P_\text{mix}$ that backed off all the way to the
+#   unigram and $s$ is a learned scale ($s = 1$: the n-gram distribution itself). It is added to the network's
+#   capped logits before the one softmax, which renormalises.
+# - **Training and evaluation read the tables differently.** A training batch of fold $f$ reads the *other*
+#   fold's tables, in a sparse form: the dense vector $\log P_0$ plus corrections scattered at the few tokens
+#   that have entries, which equals the bias up to a per-position constant that the softmax cancels (so nothing
+#   of size batch x sequence x vocabulary is built besides the logits). Evaluation (uncharged) computes the dense
+#   formula from the **average of both folds'** $P_\text{mix}$ and floors, with the tables as they stand at the
+#   end of training.
 # - **Counting** sees training tokens only: the training shards counted up front inside the charged clock (recipe
 #   `ngram`), or batches as they stream past (`ngram-stream`: the first epoch, after the step that used them).
 # - **Cross-fitting.** Two sets of tables: window $i$ of the training split belongs to fold $i \bmod 2$, every
 #   batch comes from one fold, and a batch reads only the *other* fold's counts. Without this, a run that sees its
 #   data more than once (ours do: 2 CPU cores and 1.6 MB of text mean several epochs) trains the mixture on
-#   counts that already contain the answer. Evaluation reads the average of both folds' distributions.
+#   counts that already contain the answer.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -56,7 +68,7 @@ from IPython.display import Markdown, display
 
 from frontier import experiments as ex
 from frontier import report
-from frontier.bench import format_bench, run_bench
+from frontier.bench import format_bench
 from frontier.compare import compare, format_comparison
 from frontier.compressors import compressor_bpb
 from frontier.data import embedded_dataset
@@ -70,8 +82,11 @@ P = get_profile(profile)
 figures = Path(figures_dir)
 data = embedded_dataset(P.vocab_size)
 cfg = resolve("ngram", P)
-print(f"profile {P.name}: contexts up to {cfg.model.ngram.max_order} tokens, 2^{cfg.model.ngram.buckets_log2} buckets "
-      f"per length, {cfg.model.ngram.slots} continuations per bucket")
+print(ex.code_banner())
+ncfg = cfg.model.ngram
+print(f"profile {P.name}: contexts up to {ncfg.max_order} tokens; {ncfg.slots_short} continuations per one-token "
+      f"context; 2^{ncfg.buckets_log2} buckets per longer context length, {ncfg.slots} continuations per bucket; "
+      f"{ncfg.folds} folds")
 
 # %% [markdown]
 # ## What the tables hold, and what counting costs
@@ -130,12 +145,16 @@ print(f"in-sample counts: val_bpb {insample['val_bpb']:.4f}; learned scale on th
 # %% [markdown]
 # ## What it costs per step
 #
-# The bias is a few passes over a (batch, sequence, vocabulary) tensor: the dense bigram row plus a handful of
-# scattered entries per context length, then a log. Side by side with the recipe without it:
+# A training step adds the bias in its sparse form (`NGramMix.bias_parts`): it gathers every context's slots (up
+# to 32 + 15 x 4 = 92 entries per position), sorts them so that entries for the same token can be summed, takes a
+# log, and scatter-adds the corrections into the logits beside the dense $\log P_0$. The bias runs eagerly even in
+# a compiled model (its integer hashing must match the eager counting bit for bit). Side by side with the recipe
+# without it:
 
 # %%
-bench = run_bench(["bigram", "ngram", "ngram-stream"], profile=P.name, steps=10 if P.name != "smoke" else 3, repeats=3)
+bench = ex.bench(["bigram", "ngram", "ngram-stream"], P, root=run_root, steps=10 if P.name != "smoke" else 3, repeats=3)
 print(format_bench(bench))
+print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 overhead = 1 - bench["rows"][1]["tokens_per_s_median"] / bench["rows"][0]["tokens_per_s_median"]
 overhead_stream = 1 - bench["rows"][2]["tokens_per_s_median"] / bench["rows"][0]["tokens_per_s_median"]
 print(f"n-gram bias: {100 * overhead:.1f}% of step time; with streaming counts in every step (the first epoch): "
@@ -247,5 +266,7 @@ display(Markdown(
     f"- The n-gram model alone: {alone['val_bpb']:.4f}; best compressor {best_comp['compressor']} "
     f"{best_comp['val_bpb']:.4f} on the same split.\n"
     f"- Cost: the bias takes {100 * overhead:.1f}% of step time ({100 * overhead_stream:.1f}% while streaming "
-    f"counts); counting runs at {summary['counted_tokens'] / seconds:,.0f} tokens/s; tables {summary['table_mib']:.0f} MiB."
+    f"counts); counting runs at {summary['counted_tokens'] / seconds:,.0f} tokens/s; tables {summary['table_mib']:.0f} MiB.\n"
+    f"- Code behind these numbers: the bench ran code {report.short_code(bench['code'])}; the runs:\n"
+    + report.provenance(shards + stream + before + [insample, alone])
 ))

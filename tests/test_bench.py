@@ -1,14 +1,96 @@
-from frontier.bench import format_bench, run_bench
+import json
+import statistics
+
+import pytest
+
+from frontier.bench import format_bench, load_bench_record, new_record_path, run_bench, summarise, write_bench_record
+from frontier.cli import main
+from frontier.errors import UserError
+
+RECORD_KEYS = {"record", "kind", "created", "command", "arguments", "code", "profile", "device", "hardware", "path"}
 
 
-def test_bench_alternates_and_reports_ratio_and_memory(smoke_data):
-    res = run_bench(["baseline", "baseline"], profile="smoke", steps=2, repeats=2, device="cpu",
-                    data=str(smoke_data.folder), log=lambda m: None)
-    rows = res["rows"]
+def test_summarise_takes_the_ratio_of_medians_to_the_first_recipe():
+    # Known rounds: b is twice as fast as a by the medians (its one slow round must not count).
+    rows = summarise(["a", "b"], [[100.0, 110.0, 90.0], [200.0, 10.0, 220.0]], [[10.0, 9.0, 11.0], [5.0, 100.0, 4.0]])
+    assert [r["recipe"] for r in rows] == ["a", "b"]
+    assert rows[0]["ratio"] == 1.0
+    assert rows[1]["ratio"] == pytest.approx(2.0)  # inverted (0.5), mean-based (~1.3) or min-based (0.11) all miss
+    assert (rows[1]["tokens_per_s_min"], rows[1]["tokens_per_s_median"], rows[1]["tokens_per_s_max"]) == (10.0, 200.0, 220.0)
+    assert rows[1]["step_ms_median"] == 5.0 and rows[1]["samples"] == [200.0, 10.0, 220.0]
+
+
+def test_bench_alternates_and_reports_ratio_and_memory(smoke_data, tmp_path):
+    res = run_bench(["baseline", "baseline"], profile="smoke", steps=2, repeats=3, device="cpu",
+                    data=str(smoke_data.folder), log=lambda m: None, out=tmp_path)
+    rec = load_bench_record(res["path"])
+    assert rec["path"] == res["path"] and RECORD_KEYS <= rec.keys() and rec["kind"] == "bench"
+    rows = rec["rows"]
     assert [r["recipe"] for r in rows] == ["baseline", "baseline"]
-    assert rows[0]["ratio"] == 1.0 and rows[1]["ratio"] > 0
+    base = statistics.median(rows[0]["samples"])
     for r in rows:
-        assert len(r["samples"]) == 2 and r["tokens_per_s_min"] <= r["tokens_per_s_median"] <= r["tokens_per_s_max"]
+        assert len(r["samples"]) == len(r["step_ms_samples"]) == 3  # one per round
+        # the ratio is the quotient of medians of the recorded samples, against the first row
+        assert r["ratio"] == pytest.approx(statistics.median(r["samples"]) / base, rel=1e-12)
+        assert (r["tokens_per_s_min"], r["tokens_per_s_max"]) == (min(r["samples"]), max(r["samples"]))
+        # each round's tokens/s and ms/step describe the same round: tokens/s x s/step = tokens per step
+        for tps, ms in zip(r["samples"], r["step_ms_samples"]):
+            assert tps * ms / 1000 == pytest.approx(rec["tokens_per_step"], rel=1e-9)
         assert r["peak_mib"] is not None and r["peak_mib"] > 0
+    # a recipe against itself: near 1 (a loose band: timing noise stays inside it, units or a wrong row do not)
+    assert 1 / 3 < rows[1]["ratio"] < 3
+    assert rows[0]["ratio"] == 1.0
     text = format_bench(res)
     assert "ratio" in text and text.count("baseline") == 2
+
+
+def test_cli_bench_writes_a_new_record_each_run(smoke_data, tmp_path, capsys):
+    args = ["bench", "baseline", "--profile", "smoke", "--steps", "1", "--repeats", "2", "--device", "cpu",
+            "--data", str(smoke_data.folder), "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert main(args) == 0
+    files = sorted(tmp_path.glob("bench-baseline-*.json"))
+    assert len(files) == 2  # the second run wrote beside the first, in the same second or not
+    printed = capsys.readouterr().out
+    for f in files:
+        assert f"bench record: {f}" in printed
+        rec = json.loads(f.read_text())
+        assert RECORD_KEYS <= rec.keys() and rec["kind"] == "bench" and rec["profile"] == "smoke"
+        assert rec["command"][:3] == ["frontier", "bench", "baseline"] and "--out" not in rec["command"]
+        assert rec["arguments"]["repeats"] == 2 and len(rec["rows"][0]["samples"]) == 2
+        assert {"git_sha", "source_sha256"} <= rec["code"].keys() and "cpu" in rec["hardware"]
+
+
+def test_cli_bench_table_writes_records_with_every_round(tmp_path, capsys):
+    args = ["bench-table", "--profile", "smoke", "--rows-log2", "8,10", "--steps", "1", "--repeats", "2",
+            "--out", str(tmp_path)]
+    assert main(args) == 0 and main(args) == 0
+    files = sorted(tmp_path.glob("bench-table-dense+sparse+torch-sparseadam-*.json"))
+    assert len(files) == 2
+    rec = load_bench_record(files[0])
+    assert RECORD_KEYS <= rec.keys() and rec["kind"] == "bench-table" and rec["positions"] == 8 * 64
+    assert [c["rows"] for c in rec["curve"]] == [256, 1024]
+    for c in rec["curve"]:
+        assert set(c["samples"]) == {"dense", "sparse", "torch-sparseadam"}
+        assert all(len(v) == 2 for v in c["samples"].values())
+        assert c["dense_ms"] == min(c["samples"]["dense"]) and c["sparse_ms"] == min(c["samples"]["sparse"])
+        assert c["torch_sparseadam_ms"] == min(c["samples"]["torch-sparseadam"])
+        assert c["ratio"] == pytest.approx(c["dense_ms"] / c["sparse_ms"])
+    assert "torch-sparseadam ms" in capsys.readouterr().out
+
+
+def test_records_are_never_overwritten(tmp_path):
+    target = tmp_path / "mine.json"
+    assert new_record_path(target, "bench", ["a"]) == target
+    write_bench_record({"record": "frontier-bench", "kind": "bench"}, target)
+    with pytest.raises(UserError, match="already exists"):
+        new_record_path(target, "bench", ["a"])
+    with pytest.raises(UserError, match="already exists"):
+        write_bench_record({"record": "frontier-bench"}, target)
+    first = new_record_path(tmp_path / "d", "bench", ["a", "b"])
+    write_bench_record({"record": "frontier-bench"}, first)
+    second = new_record_path(tmp_path / "d", "bench", ["a", "b"])
+    assert first.name.startswith("bench-a+b-") and second != first and not second.exists()
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(UserError, match="not a bench record"):
+        load_bench_record(tmp_path / "other.json")

@@ -3,9 +3,10 @@ import dataclasses
 import pytest
 import torch
 
-from frontier.bigram import (BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update, sum_by_row, table_step,
-                             touched_rows)
+from frontier.bigram import (UPDATE_KINDS, BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update,
+                             curve_point, sum_by_row, table_setup, table_step, touched_rows)
 from frontier.config import BigramConfig, OptimConfig
+from frontier.errors import UserError
 from frontier.recipes import resolve
 from frontier.trainer import build_model
 
@@ -95,13 +96,24 @@ def test_recipe_trains_the_table_sparsely_and_counts_params_without_the_sink():
 def test_touched_rows_and_bench_report():
     idx = torch.randint(0, 100, (4, 32))
     assert 0 < touched_rows(idx, 1 << 12) <= idx.numel()
-    times = bench_update(1 << 10, 8, idx, steps=1, repeats=1)
-    assert set(times) == {"dense", "sparse"} and all(len(v) == 1 and v[0] > 0 for v in times.values())
+    times = bench_update(1 << 10, 8, idx, steps=1, repeats=2)
+    assert set(times) == set(UPDATE_KINDS) == {"dense", "sparse", "torch-sparseadam"}
+    assert all(len(v) == 2 and min(v) > 0 for v in times.values())
     from frontier.bigram import update_time_curve
 
-    curve = update_time_curve([1 << 8, 1 << 10], 8, idx, steps=1, repeats=1)
+    curve = update_time_curve([1 << 8, 1 << 10], 8, idx, steps=1, repeats=2)
     assert [c["rows"] for c in curve] == [256, 1024]
-    assert all(c["ratio"] == pytest.approx(c["dense_ms"] / c["sparse_ms"]) for c in curve)
+    for c in curve:  # every kind's best round is in the curve, beside its rounds
+        assert c["ratio"] == pytest.approx(c["dense_ms"] / c["sparse_ms"])
+        assert c["torch_sparseadam_ms"] == min(c["samples"]["torch-sparseadam"]) > 0
+        assert c["vs_sparse"]["torch-sparseadam"] == pytest.approx(c["torch_sparseadam_ms"] / c["sparse_ms"])
+
+
+def test_curve_point_takes_each_kinds_best_round_and_dense_over_sparse():
+    c = curve_point(512, {"dense": [12.0, 10.0], "sparse": [2.0, 1.0], "torch-sparseadam": [5.0, 4.0]})
+    assert (c["dense_ms"], c["sparse_ms"], c["torch_sparseadam_ms"]) == (10.0, 1.0, 4.0)
+    assert c["ratio"] == 10.0  # dense / sparse: inverted (0.1) or from another kind (4.0, 2.5) would miss
+    assert c["vs_sparse"] == {"dense": 10.0, "sparse": 1.0, "torch-sparseadam": 4.0}
 
 
 def test_a_row_touched_once_moves_once_under_the_sparse_update_and_keeps_moving_under_dense():
@@ -115,3 +127,101 @@ def test_a_row_touched_once_moves_once_under_the_sparse_update_and_keeps_moving_
     assert t["dense"]["first_step"] == pytest.approx(first, rel=1e-2)
     ratio = b1 / b2**0.5  # each later step: momentum decays by b1, the denominator by sqrt(b2)
     assert t["dense"]["total"] == pytest.approx(first / (1 - ratio), rel=2e-2)
+
+
+# ----------------------------------------------------------------------------- a batch of the wrong shape
+
+
+def test_a_training_batch_of_another_shape_raises_instead_of_skipping_the_update():
+    emb = BigramEmbedding(BigramConfig(rows=256, update="sparse"), 8, (2, 16))
+    emb.train()
+    with pytest.raises(UserError) as e:
+        emb(torch.randint(0, 50, (3, 16)))
+    msg = str(e.value)
+    assert "(3, 16)" in msg and "(2, 16)" in msg and "model.eval()" in msg and len(msg.splitlines()) == 1
+    emb.eval()  # evaluation reads other shapes without the sink
+    out = emb(torch.randint(0, 50, (3, 16)))
+    assert out.shape == (3, 16, 8)
+
+
+def test_sparse_step_without_a_gradient_raises_in_training_mode():
+    emb = BigramEmbedding(BigramConfig(rows=256, update="sparse"), 8, (2, 16))
+    upd = SparseRowAdam(emb, emb.cfg, O)
+    idx = torch.randint(0, 50, (2, 16))
+    with torch.no_grad():
+        emb(idx)  # a training-mode forward that builds no gradient
+    with pytest.raises(UserError, match="no gradient"):
+        upd.step(idx, 1.0)
+    emb.eval()
+    before = emb.table.detach().clone()
+    upd.step(idx, 1.0)  # eval mode: nothing to apply, nothing changes
+    assert torch.equal(emb.table, before)
+
+
+def test_a_model_with_the_sparse_table_evaluates_at_other_batch_shapes(smoke_data):
+    from frontier.bpb import evaluate_bpb
+
+    cfg = resolve("bigram", "smoke")
+    assert cfg.train.eval_batch_size != cfg.train.batch_size
+    model = build_model(cfg)
+    model.train()
+    res = evaluate_bpb(model, smoke_data.val_tokens(), smoke_data.tokenizer, cfg.train.seq_len,
+                       cfg.train.eval_batch_size)
+    assert res["val_bpb"] > 0 and model.training  # eval mode inside, training mode restored
+    x = torch.randint(0, cfg.model.vocab_size, (cfg.train.batch_size + 1, cfg.train.seq_len))
+    with pytest.raises(UserError, match="sparse bigram update"):
+        model(x, x)
+
+
+# ----------------------------------------------------------------------------- torch.optim.SparseAdam
+
+
+def test_torch_sparseadam_trains_the_touched_rows_and_leaves_the_rest():
+    torch.manual_seed(0)
+    start = torch.randn(257, 8) * 0.1
+    start[-1] = 0
+    tables = {}
+    for kind in ("sparse", "torch-sparseadam"):
+        emb, upd = table_setup(kind, 256, 8, (2, 16), O)
+        with torch.no_grad():
+            emb.table.copy_(start)
+        torch.manual_seed(1)
+        idx, upstream = torch.randint(0, 40, (2, 16)), torch.randn(2, 16, 8)
+        table_step(emb, upd, idx, upstream)
+        assert emb.table.grad is None
+        tables[kind] = emb.table.detach().clone()
+    touched = set(bigram_rows(idx, 256).flatten().tolist())
+    for kind, t in tables.items():
+        changed = set((t != start).any(1).nonzero().flatten().tolist())
+        assert changed == touched, kind  # the touched rows move, no other row does
+    # one step from a fresh state: both are Adam's first step on the same rows (eps placed differently)
+    assert torch.allclose(tables["sparse"], tables["torch-sparseadam"], atol=1e-6)
+
+
+def test_torch_sparseadam_corrects_bias_with_one_global_step_count():
+    """A row first touched on the second step: SparseRowAdam (its own count, 1) moves it by lr; SparseAdam (the
+    table's count, 2) by lr * sqrt(1 - b2^2) / (1 - b1^2) * (1 - b1) / sqrt(1 - b2)."""
+    b1, b2 = O.adam_betas
+    busy, rare_idx, unit = torch.tensor([[1, 2]]), torch.tensor([[1, 3]]), torch.ones(1, 2, 1)
+    moved = {}
+    for kind in ("sparse", "torch-sparseadam"):
+        emb, upd = table_setup(kind, 64, 1, (1, 2), O, lr=1.0, signs=False, scale_init=1.0)
+        rare = int(emb.rows(rare_idx)[0, 1])
+        assert rare not in emb.rows(busy).tolist()[0]
+        table_step(emb, upd, busy, unit)
+        before = float(emb.table.detach()[rare, 0])
+        table_step(emb, upd, rare_idx, unit)
+        moved[kind] = abs(float(emb.table.detach()[rare, 0]) - before)
+    assert moved["sparse"] == pytest.approx(1.0, rel=1e-6)
+    global_count = (1 - b2**2) ** 0.5 / (1 - b1**2) * (1 - b1) / (1 - b2) ** 0.5
+    assert moved["torch-sparseadam"] == pytest.approx(global_count, rel=1e-5)
+
+
+def test_sparseadam_fit_reports_compile_and_data_dependent_row_counts():
+    from frontier.bigram import sparseadam_fit
+
+    fit = sparseadam_fit(rows=1 << 10, dim=4, batch_shape=(2, 32), batches=3, backend="aot_eager")
+    assert fit["positions"] == 64 and fit["gradient"]["layout"] == "torch.sparse_coo"
+    assert isinstance(fit["forward_backward_fullgraph"], str) and isinstance(fit["step_fullgraph"], str)
+    assert fit["step_fullgraph"] != "ok"  # SparseAdam's step does not compile into one graph
+    assert fit["coalesced_rows"] == fit["touched_rows"] and len(set(fit["coalesced_rows"])) > 1  # varies by batch

@@ -75,7 +75,8 @@ def test_bad_input_one_line_exit_2(tmp_path, smoke_data, bad_shard_data):
     cases = [
         (["train", "--recipe", "nope", "--profile", "smoke", "--data", sd], ["unknown recipe", "frontier recipes"]),
         (["train", "--recipe", "baseline", "--profile", "huge", "--data", sd], ["unknown profile"]),
-        (["train", "--recipe", "baseline", "--profile", "cpu", "--data", sd], ["512-token vocabulary", "needs 1024"]),
+        (["train", "--recipe", "baseline", "--profile", "trn2", "--data", sd], ["'trn2' fixes the vocabulary at 8192",
+                                                                              "512-token", "--profile trn2"]),
         (["train", "--recipe", "baseline", "--profile", "smoke", "--data", str(tmp_path / "nope")], ["does not exist"]),
         (["train", "--recipe", "baseline", "--profile", "smoke", "--data", str(bad_shard_data)], ["train_000000.bin"]),
         (["train", "--recipe", "baseline", "--profile", "smoke", "--data", sd, "--out", str(tmp_path / "afile" / "r")], ["cannot write"]),
@@ -99,10 +100,62 @@ def test_bad_arguments_are_one_line_too(smoke_data):
     assert_one_line_error(code, err, "invalid choice")
 
 
-def test_bench_table_prints_dense_against_sparse():
-    code, out, err = run_cli("bench-table", "--profile", "smoke", "--rows-log2", "8,12", "--steps", "1", "--repeats", "1")
+def test_bench_table_prints_dense_against_sparse(tmp_path):
+    code, out, err = run_cli("bench-table", "--profile", "smoke", "--rows-log2", "8,12", "--steps", "1", "--repeats", "1",
+                             "--out", str(tmp_path))
     assert code == 0, err
     rows = [l.split() for l in out.splitlines() if l.strip().startswith("2^")]
     assert [r[0] for r in rows] == ["2^8", "2^12"] and all(r[-1].endswith("x") and float(r[1]) > 0 for r in rows)
     code, out, err = run_cli("bench-table", "--rows-log2", "a,b")
     assert_one_line_error(code, err, "--rows-log2")
+
+
+# ----------------------------------------------------------------------------- the vocabulary belongs to the data
+
+
+def test_train_builds_the_model_with_the_data_vocabulary(tmp_path, corpus_dir):
+    data, run = tmp_path / "data", tmp_path / "run"
+    code, out, err = run_cli("prepare", "--out", str(data), "--text", str(corpus_dir), "--vocab-size", "384")
+    assert code == 0 and "vocabulary 384" in out, err
+    code, out, err = run_cli("train", "--recipe", "baseline", "--profile", "smoke", "--data", str(data),
+                             "--steps", "2", "--out", str(run), "--device", "cpu")
+    assert code == 0, err
+    assert out.strip().splitlines()[-1].startswith("val_bpb=")
+    import json
+
+    rec = json.loads((run / "result.json").read_text())
+    assert rec["config"]["model"]["vocab_size"] == 384 and rec["config"]["profile"] == "smoke"
+
+
+def test_prepare_steps_down_a_default_vocabulary_but_not_an_explicit_or_fixed_one(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for i, t in enumerate(["hello world, this is a tiny text. " * 3, "another small document about nothing."]):
+        (src / f"{i}.txt").write_text(t)
+    code, out, err = run_cli("prepare", "--out", str(tmp_path / "a"), "--text", str(src), "--profile", "smoke")
+    assert code == 0, err
+    largest = int(out.split("vocabulary ")[-1].split(",")[0])
+    assert 258 < largest < 512 and f"a vocabulary of 512; using {largest}, the largest that works" in out
+    code, out, err = run_cli("prepare", "--out", str(tmp_path / "b"), "--text", str(src), "--vocab-size", "512")
+    assert_one_line_error(code, err, "too small for a vocabulary of 512", f"the largest that works is {largest}",
+                          f"--vocab-size {largest}")
+    code, out, err = run_cli("prepare", "--out", str(tmp_path / "c"), "--text", str(src), "--profile", "trn2")
+    assert_one_line_error(code, err, "too small for a vocabulary of 8192", "the largest that works is")
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_resolve_takes_the_data_vocabulary_unless_the_profile_fixes_it():
+    from frontier.errors import UserError
+    from frontier.profiles import PROFILES
+    from frontier.recipes import RECIPES, resolve
+
+    for r in RECIPES:
+        for p in PROFILES.values():  # the embedded corpus at the profile's vocabulary: the same config as ever
+            assert resolve(r, p, vocab_size=p.vocab_size).digest() == resolve(r, p).digest()
+    assert resolve("baseline", "cpu").digest() == "b206d3b692965179"  # as in runs/cpu/baseline/*/result.json
+    assert resolve("baseline", "smoke", vocab_size=384).model.vocab_size == 384
+    assert resolve("ngram", "gpu", vocab_size=1024).model.vocab_size == 1024
+    assert [p.name for p in PROFILES.values() if p.fixed_vocab] == ["trn2"]
+    with pytest.raises(UserError) as e:
+        resolve("baseline", "trn2", vocab_size=1024)
+    assert "\n" not in str(e.value) and "8192" in str(e.value) and "1024" in str(e.value)

@@ -1,17 +1,28 @@
+import json
 import math
 
+import pytest
 from scipy.stats import ttest_ind
 
+from frontier.cli import main
 from frontier.compare import compare, format_comparison
+from frontier.errors import UserError
 
 
-def rec(recipe, bpb, i):
-    return {"recipe": recipe, "val_bpb": bpb, "status": "finished", "run_dir": f"{recipe}/{i}"}
+def rec(folder, i, recipe="bigram", config_hash="d411cd029d8d96fb", max_steps=None, **metrics):
+    """A finished run record as `load_record` returns it, lying in runs/cpu/FOLDER/sI."""
+    return {"status": "finished", "recipe": recipe, "profile": "cpu", "config_hash": config_hash,
+            "max_steps": max_steps, "seed": i, "run_dir": f"runs/cpu/{folder}/s{i}", **metrics}
+
+
+def group_of(folder, values, metric="val_bpb", **kw):
+    return [rec(folder, i, **kw, **{metric: v}) for i, v in enumerate(values)]
 
 
 def test_welch_matches_scipy_and_says_beyond_the_noise():
     a, b = [1.50, 1.51, 1.49], [1.40, 1.41, 1.395]
-    groups, diffs = compare([rec("base", v, i) for i, v in enumerate(a)] + [rec("new", v, i) for i, v in enumerate(b)])
+    groups, diffs = compare(group_of("base", a, recipe="base")
+                            + group_of("new", b, recipe="new"))
     assert [g.name for g in groups] == ["base", "new"] and groups[0].n == 3
     ref = ttest_ind(b, a, equal_var=False)
     assert math.isclose(diffs[0].p, ref.pvalue) and math.isclose(diffs[0].t, ref.statistic)
@@ -21,11 +32,99 @@ def test_welch_matches_scipy_and_says_beyond_the_noise():
 
 def test_overlapping_groups_are_inside_the_noise():
     a, b = [1.50, 1.52, 1.48], [1.49, 1.53, 1.50]
-    _, diffs = compare([rec("base", v, i) for i, v in enumerate(a)] + [rec("new", v, i) for i, v in enumerate(b)])
+    _, diffs = compare(group_of("base", a, recipe="base") + group_of("new", b, recipe="new"))
     assert diffs[0].verdict == "inside the noise"
 
 
 def test_single_runs_need_repeats_and_unfinished_runs_are_skipped():
-    recs = [rec("base", 1.5, 0), rec("new", 1.4, 0), {"recipe": "new", "val_bpb": None, "status": "interrupted"}]
+    recs = [rec("base", 0, recipe="base", val_bpb=1.5), rec("new", 0, recipe="new", val_bpb=1.4),
+            {**rec("new", 1, recipe="new", val_bpb=None), "status": "interrupted"}]
     groups, diffs = compare(recs)
     assert diffs[0].verdict == "needs at least 2 runs per group" and math.isnan(groups[0].std)
+    assert math.isnan(diffs[0].t) and math.isnan(diffs[0].p)
+
+
+def test_faster_tokens_per_s_is_better():
+    slow, fast = [10_000, 10_100, 9_900], [12_200, 12_250, 12_150]  # +22% throughput
+    _, diffs = compare(group_of("eager", slow, "tokens_per_s", recipe="baseline")
+                       + group_of("compiled", fast, "tokens_per_s", recipe="compile"), metric="tokens_per_s")
+    assert diffs[0].delta > 0 and diffs[0].verdict.startswith("better beyond the noise")
+    _, diffs = compare(group_of("compiled", fast, "tokens_per_s", recipe="compile")
+                       + group_of("eager", slow, "tokens_per_s", recipe="baseline"), metric="tokens_per_s")
+    assert diffs[0].verdict.startswith("worse beyond the noise")
+
+
+def test_lower_step_time_is_better():
+    _, diffs = compare(group_of("a", [0.30, 0.31, 0.29], "step_s_median", recipe="a")
+                       + group_of("b", [0.20, 0.21, 0.19], "step_s_median", recipe="b"), metric="step_s_median")
+    assert diffs[0].verdict.startswith("better beyond the noise")
+
+
+def test_unknown_metric_is_one_error_naming_the_known_ones():
+    with pytest.raises(UserError) as e:
+        compare(group_of("a", [1.0, 1.1], "val_bpb"), metric="bogus")
+    assert "'bogus'" in e.value.problem and "val_bpb" in e.value.fix and "tokens_per_s" in e.value.fix
+    assert "\n" not in str(e.value)
+
+
+def test_zero_spread_groups_are_not_judged():
+    groups, diffs = compare(group_of("a", [1.0, 1.0, 1.0], recipe="a")
+                            + group_of("b", [1.0001, 1.0001, 1.0001], recipe="b"))
+    d = diffs[0]
+    assert math.isnan(d.t) and math.isnan(d.p) and math.isclose(d.delta, 0.0001)
+    assert d.verdict == "cannot be judged: no measured spread"
+    assert "cannot be judged: no measured spread" in format_comparison(groups, diffs)
+
+
+def test_one_recipe_with_other_steps_budget_or_config_does_not_merge():
+    recs = (group_of("bigram", [1.80, 1.79, 1.81])
+            + group_of("bigram-640steps", [1.80, 1.81, 1.79], max_steps=640)
+            + group_of("bigram-45s", [2.06], config_hash="2ca25b5e54cab5da")
+            + group_of("bigram-lr0.05", [2.05], config_hash="7961483e4627b44f"))
+    groups, diffs = compare(recs)
+    assert [g.name for g in groups] == ["bigram", "bigram-640steps", "bigram-45s", "bigram-lr0.05"]
+    assert [g.n for g in groups] == [3, 3, 1, 1]
+    assert [(d.a, d.b) for d in diffs] == [("bigram", g) for g in ("bigram-640steps", "bigram-45s", "bigram-lr0.05")]
+
+
+def test_by_recipe_keeps_the_coarse_grouping():
+    recs = group_of("bigram", [1.80, 1.79]) + group_of("bigram-640steps", [1.80, 1.81], max_steps=640)
+    groups, _ = compare(recs, by="recipe")
+    assert [(g.name, g.n) for g in groups] == [("bigram", 4)]
+
+
+def test_group_names_label_recipe_and_hash_suffix():
+    labelled = [dict(r, label="sparse") for r in group_of("x", [1.8, 1.9])]
+    assert compare(labelled)[0][0].name == "sparse"
+    mixed_folders = [rec("bigram", 0, val_bpb=1.8), rec("size-3x192", 0, val_bpb=1.9)]  # same config, other folders
+    assert [(g.name, g.n) for g in compare(mixed_folders)[0]] == [("bigram", 2)]
+    profile_folder = [dict(rec("x", 0, val_bpb=1.8), run_dir="runs/cpu/s0")]  # parent is the profile
+    assert compare(profile_folder)[0][0].name == "bigram"
+    same_folder = group_of("bigram", [1.8, 1.9]) + group_of("bigram", [1.7, 1.6], max_steps=640)
+    assert [g.name for g in compare(same_folder)[0]] == ["bigram [d411cd02]", "bigram [d411cd02, 640 steps]"]
+
+
+def test_format_lists_the_runs_of_each_group():
+    recs = group_of("bigram", [1.80, 1.79, 1.81]) + group_of("bigram-640steps", [1.80, 1.81], max_steps=640)
+    out = format_comparison(*compare(recs))
+    assert "  bigram: runs/cpu/bigram/s0, s1, s2" in out.splitlines()
+    assert "  bigram-640steps: runs/cpu/bigram-640steps/s0, s1" in out.splitlines()
+    assert "(lower val_bpb is better)" in out
+
+
+def test_cli_compare_tokens_per_s_says_better(tmp_path, capsys):
+    runs = []
+    for folder, recipe, speeds in [("eager", "baseline", [10_000, 10_100, 9_900]),
+                                   ("compiled", "compile", [12_200, 12_250, 12_150])]:
+        for r in group_of(folder, speeds, "tokens_per_s", recipe=recipe, val_bpb=1.8):
+            run_dir = tmp_path / r.pop("run_dir")
+            run_dir.mkdir(parents=True)
+            (run_dir / "result.json").write_text(json.dumps(r))
+            runs.append(str(run_dir))
+    assert main(["compare", *runs, "--metric", "tokens_per_s"]) == 0
+    out = capsys.readouterr().out
+    assert "better beyond the noise" in out and "compiled - eager: +2200.0000" in out
+    assert f"  compiled: {tmp_path}/runs/cpu/compiled/s0, s1, s2" in out
+    assert main(["compare", *runs, "--metric", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: unknown metric 'bogus'") and len(err.splitlines()) == 1

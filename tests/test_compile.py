@@ -54,6 +54,25 @@ def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path):
     assert comp["device"]["compile_backend"] == "inductor" and eager["compile"] is None
 
 
+def test_each_compiled_run_counts_its_own_compile(smoke_data, tmp_path):
+    """A second compiled run in one process (a second seed, a notebook that benched first) compiles for itself and
+    records its own counts, not 0 frames and 0 graphs off the first run's in-memory compile."""
+    cfg = resolve("compile", "smoke")
+    runs = [train(cfg, smoke_data, tmp_path / f"s{seed}", CPU, seed=seed, steps=4, progress=False) for seed in (0, 1)]
+    first, second = (r["compile"] for r in runs)
+    for c in (first, second):
+        assert c["frames_compiled_in_warmup"] >= 1 and c["unique_graphs"] >= 1, c
+        assert c["recompiles_after_warmup"] == 0
+    assert second["frames_compiled_in_warmup"] == first["frames_compiled_in_warmup"]
+    assert second["unique_graphs"] == first["unique_graphs"]
+    disk = ["fxgraph_cache_hits", "fxgraph_cache_misses", "fxgraph_cache_bypasses", "autograd_cache_hits",
+            "autograd_cache_misses"]
+    for c in (first, second):  # Inductor's on-disk cache survives: a hit tells a warm-cache compile from a cold one
+        assert all(c[k] >= 0 for k in disk), c
+        if torch._inductor.config.fx_graph_cache:  # each graph Inductor compiled looked the cache up
+            assert c["fxgraph_cache_hits"] + c["fxgraph_cache_misses"] >= 1, c
+
+
 def test_compiled_optimizer_step_trains_like_the_compiled_model_alone(smoke_data, tmp_path):
     """Same tolerance as above: compiling Muon's Newton-Schulz step only reassociates floats."""
     comp = train(resolve("compile", "smoke"), smoke_data, tmp_path / "c", CPU, seed=0, steps=10, progress=False)

@@ -1,13 +1,86 @@
+"""Reusing runs: only what the current code reproduces, and never by deleting a record."""
+
+import json
+from pathlib import Path
+
 from frontier import experiments as ex
+from frontier import records, replay
 
 
-def test_run_reuses_a_matching_finished_run_and_retrains_a_stale_one(tmp_path, smoke_data):
+def _run(tmp_path, smoke_data, logs, **kw):
+    kw.setdefault("steps", 12)
+    return ex.run("baseline", "smoke", seed=0, root=tmp_path, data=smoke_data, device="cpu", log=logs.append, **kw)
+
+
+def _pretend_other_code(run_dir: str) -> None:
+    """Make a record look as if an earlier code version wrote it (another source hash, the current commit)."""
+    path = Path(run_dir) / records.RECORD
+    rec = json.loads(path.read_text())
+    rec["code"]["source_sha256"] = "0" * 16
+    path.write_text(json.dumps(rec))
+
+
+def test_a_record_of_this_code_is_reused(tmp_path, smoke_data):
     logs = []
-    a = ex.run("baseline", "smoke", seed=0, root=tmp_path, steps=3, data=smoke_data, device="cpu", log=logs.append)
-    b = ex.run("baseline", "smoke", seed=0, root=tmp_path, steps=3, data=smoke_data, device="cpu", log=logs.append)
-    assert a["val_bpb"] == b["val_bpb"] and any("reusing" in m for m in logs)
-    c = ex.run("baseline", "smoke", seed=0, root=tmp_path, steps=4, data=smoke_data, device="cpu", log=logs.append)
-    assert c["steps"] == 4 and any("stale" in m for m in logs)
+    a = _run(tmp_path, smoke_data, logs)
+    b = _run(tmp_path, smoke_data, logs)
+    assert a["val_bpb"] == b["val_bpb"] and b["run_dir"] == a["run_dir"]
+    assert b["replay"]["reproduced"] and "same source hash" in b["replay"]["why"]
+
+
+def test_a_record_of_other_code_is_reused_only_after_a_replay_reproduces_it(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs)
+    _pretend_other_code(a["run_dir"])
+    b = _run(tmp_path, smoke_data, logs)
+    assert b["run_dir"] == a["run_dir"] and b["replay"]["reproduced"], b["replay"]["why"]
+    # the smoke profile logs every step; a 12-step run's updates run at full rate up to step 7
+    assert b["replay"]["steps"] == [1, 2, 3, 4, 5, 6, 7]
+    assert b["replay"]["losses"]["record"] == b["replay"]["losses"]["replay"]
+    check = Path(a["run_dir"]) / f"replay-{records.code_version()['source_sha256']}.json"
+    assert json.loads(check.read_text())["reproduced"] is True
+
+
+def test_a_record_the_current_code_does_not_reproduce_is_kept_and_a_new_run_goes_beside_it(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs)
+    _pretend_other_code(a["run_dir"])
+    path = Path(a["run_dir"]) / records.RECORD
+    rec = json.loads(path.read_text())
+    rec["curve"]["train_loss"][6] = rec["curve"]["train_loss"][6] + 1e-6  # step 7: one float off
+    path.write_text(json.dumps(rec))
+    before = path.read_text()
+    b = _run(tmp_path, smoke_data, logs)
+    assert b["run_dir"] == str(Path(a["run_dir"]).with_name("s0-2")) and "replay" not in b
+    assert path.read_text() == before  # the old record is still there, untouched
+    assert any("not reproduced" in m for m in logs)
+    c = _run(tmp_path, smoke_data, logs)  # the newest reusable folder wins
+    assert c["run_dir"] == b["run_dir"]
+
+
+def test_another_config_trains_beside_the_old_record(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs, steps=3)
+    c = _run(tmp_path, smoke_data, logs, steps=4)
+    assert c["steps"] == 4 and c["run_dir"].endswith("s0-2") and (Path(a["run_dir"]) / records.RECORD).is_file()
+    assert any("max_steps 3 (wanted 4)" in m for m in logs)
     sized = ex.run("baseline", "smoke", seed=0, root=tmp_path, steps=2, data=smoke_data, device="cpu",
                    label="size-1x64", sizes=dict(n_layer=1), log=logs.append)
     assert sized["config"]["model"]["n_layer"] == 1 and sized["run_dir"].endswith("size-1x64/s0")
+
+
+def test_a_caller_that_loads_the_model_gets_a_run_with_a_checkpoint(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs, steps=3)
+    (Path(a["run_dir"]) / "checkpoint.pt").unlink()  # as in a fresh clone: checkpoints are not committed
+    b = _run(tmp_path, smoke_data, logs, steps=3, need_checkpoint=True)
+    assert b["run_dir"].endswith("s0-2") and (Path(b["run_dir"]) / "checkpoint.pt").is_file()
+
+
+def test_check_losses_last_step_exact_earlier_within_one_rounding():
+    ok, _ = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0 + 1e-7] + [0] * 4 + [2.0])
+    assert ok
+    bad, why = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0] + [0] * 4 + [2.0000002])
+    assert not bad and "step 10" in why
+    bad, why = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.001] + [0] * 4 + [2.0])
+    assert not bad and "step 5" in why

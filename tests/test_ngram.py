@@ -168,23 +168,58 @@ def _two_datasets(tmp_path, corpus_dir):
     return a, b
 
 
-@pytest.mark.parametrize("counting", ["stream", "shards"])
-def test_tables_never_count_validation_tokens(tmp_path, corpus_dir, counting):
+TABLES = ["ngram.uni", "ngram.short_slots", "ngram.short_ctx", "ngram.slots", "ngram.ctx", "ngram.seen", "ngram.counted"]
+
+
+def _validation_counts(tmp_path, corpus_dir, counting, monkeypatch):
+    """Train the same n-gram run on two datasets that differ only in their validation text, and read each run's
+    tables after its evaluation (the trainer's own model, captured as it is built). Returns (the records, the
+    tables that evaluation changed (checkpoint before evaluation vs model after), the tables in which the two runs
+    differ after evaluation): with no counting of validation tokens, both sets are empty."""
+    from frontier import trainer as trainer_mod
+
     a, b = _two_datasets(tmp_path, corpus_dir)
     assert a.tokenizer.sha256 == b.tokenizer.sha256  # trained on the same (train) documents
     assert [np.asarray(s).tolist() for s in a.train_tokens()] == [np.asarray(s).tolist() for s in b.train_tokens()]
+    assert a.val_tokens().tolist() != b.val_tokens().tolist()
     cfg = resolve("ngram", "smoke")
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False),
                               model=dataclasses.replace(cfg.model, ngram=dataclasses.replace(cfg.model.ngram, counting=counting)))
+    built = []
+    real_build = trainer_mod.build_model
+    monkeypatch.setattr(trainer_mod, "build_model", lambda c: built.append(real_build(c)) or built[-1])
     cpu = select_device("cpu")
-    ra = train(cfg, a, tmp_path / "ra", cpu, seed=0, steps=6, progress=False)
-    rb = train(cfg, b, tmp_path / "rb", cpu, seed=0, steps=6, progress=False)
-    ta = torch.load(tmp_path / "ra" / "checkpoint.pt", weights_only=False)["model"]
-    tb = torch.load(tmp_path / "rb" / "checkpoint.pt", weights_only=False)["model"]
-    for name in ["ngram.uni", "ngram.short_slots", "ngram.short_ctx", "ngram.slots", "ngram.ctx", "ngram.seen"]:
-        assert torch.equal(ta[name], tb[name]), name
-    assert ra["ngram"]["counted_tokens"] > 0
-    assert ra["val_bpb"] != rb["val_bpb"]  # different validation text, same tables
+    recs, after = [], []
+    for name, data in [("ra", a), ("rb", b)]:
+        recs.append(train(cfg, data, tmp_path / name, cpu, seed=0, steps=6, progress=False))
+        after.append({k: v.clone() for k, v in built[-1].state_dict().items() if k in TABLES})
+    before = torch.load(tmp_path / "ra" / "checkpoint.pt", weights_only=False)["model"]  # saved before evaluation
+    changed_by_eval = {k for k in TABLES if not torch.equal(before[k], after[0][k])}
+    differ = {k for k in TABLES if not torch.equal(after[0][k], after[1][k])}
+    return recs, changed_by_eval, differ
+
+
+@pytest.mark.parametrize("counting", ["stream", "shards"])
+def test_tables_never_count_validation_tokens(tmp_path, corpus_dir, counting, monkeypatch):
+    (ra, rb), changed_by_eval, differ = _validation_counts(tmp_path, corpus_dir, counting, monkeypatch)
+    assert changed_by_eval == set() and differ == set()  # evaluation counted nothing; different validation text,
+    assert ra["ngram"]["counted_tokens"] > 0 and ra["val_bpb"] != rb["val_bpb"]  # same tables, other scores
+
+
+def test_the_leak_test_catches_counting_during_evaluation(tmp_path, corpus_dir, monkeypatch):
+    """The check above, against an n-gram model that counts the validation windows it scores: it must see it."""
+    from frontier.ngram import NGramMix
+
+    real_bias = NGramMix.bias
+
+    def counting_bias(self, x, batch_fold=None):
+        if not self.training:  # evaluation: count the window's own transitions (a leak) before scoring it
+            self.observe(x[:, :-1], x[:, 1:])
+        return real_bias(self, x, batch_fold)
+
+    monkeypatch.setattr(NGramMix, "bias", counting_bias)
+    _, changed_by_eval, differ = _validation_counts(tmp_path, corpus_dir, "stream", monkeypatch)
+    assert {"ngram.uni", "ngram.counted"} <= changed_by_eval and {"ngram.uni", "ngram.counted"} <= differ
 
 
 def test_eval_of_a_checkpoint_reproduces_the_score(tmp_path, smoke_data):

@@ -11,6 +11,14 @@ from frontier.book import NOTEBOOKS, run_book
 CHAPTERS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
+def _saved_figures(ipynb) -> int:
+    return ipynb.with_suffix(".py").read_text().count("save_figure(")
+
+
+def _images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells for o in c.get("outputs", []))
+
+
 def _cells(nb):
     return [(c.cell_type, c.source.strip(), tuple(c.get("metadata", {}).get("tags", []))) for c in nb.cells]
 
@@ -36,6 +44,7 @@ def test_committed_notebook_ran_top_to_bottom(ipynb):
     assert nb.metadata.get("papermill", {}).get("parameters", {}).get("profile") == "cpu"
     tagged = [c for c in nb.cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1
+    assert _images(nb) >= _saved_figures(ipynb), "every figure the chapter saves must also show as an image"
 
 
 def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
@@ -45,3 +54,5 @@ def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
         assert out.metadata["papermill"]["parameters"]["profile"] == "smoke"
         code = [c for c in out.cells if c.cell_type == "code"]
         assert all(c.execution_count is not None for c in code)
+        saved = _saved_figures(ipynb)
+        assert saved and _images(out) >= saved, f"{ipynb.name}: saves {saved} figures, shows {_images(out)} images"

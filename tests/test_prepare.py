@@ -1,5 +1,6 @@
 import gzip
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -101,3 +102,65 @@ def test_bad_input_is_one_clear_error(tmp_path, case):
         prepare(out, text=[text], vocab_size=300, log=lambda m: None)
     assert "\n" not in str(e.value) and ";" in str(e.value)
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------- the vocabulary and the text
+
+
+def _write_docs(folder, docs):
+    folder.mkdir()
+    for i, d in enumerate(docs):
+        (folder / f"{i:03d}.txt").write_text(d, encoding="utf-8")
+    return folder
+
+
+def test_more_distinct_characters_than_the_vocabulary_prepares_byte_exact(tmp_path):
+    from frontier.bpb import scored_bytes
+    from test_tokenizer import many_character_docs
+
+    docs = many_character_docs()
+    src = _write_docs(tmp_path / "src", docs)
+    ds = prepare(tmp_path / "out", text=[str(src)], vocab_size=512, val_fraction=0.2, log=lambda m: None)
+    m = ds.manifest["tokenizer"]
+    assert ds.vocab_size == 512 and "requested_vocab_size" not in m
+    assert m["rare_characters"]["distinct"] > 600 and m["rare_characters"]["with_piece"] <= 127
+    val = _decoded_docs(ds, "val")
+    assert sorted(_decoded_docs(ds, "train") + val) == sorted(docs)
+    ids, tok = ds.val_tokens(), ds.tokenizer
+    assert any(tok.sp.is_byte(int(i)) for i in ids)
+    assert int(tok.token_bytes[ids].sum()) == ds.val_bytes == sum(len(t.encode("utf-8")) for t in val)
+    for convention, less in [("nanochat", 0), ("parameter-golf", sum(t.startswith(" ") for t in val))]:
+        mask, nbytes = scored_bytes(tok, ids[:-1], ids[1:], convention)
+        first = int(tok.token_bytes[ids[0]])  # the stream's first token is a BOS, never a target
+        assert first == 0 and int(nbytes.sum()) == ds.val_bytes - less, convention
+
+
+TINY = ["hello world, this is a tiny text. " * 3, "another small document about nothing much."] * 2
+
+
+def test_too_small_text_names_the_largest_size_that_works(tmp_path):
+    src = _write_docs(tmp_path / "src", TINY)
+    with pytest.raises(UserError, match=r"too small for a vocabulary of 1024: the largest that works is \d+") as e:
+        prepare(tmp_path / "a", text=[str(src)], vocab_size=1024, log=lambda m: None)
+    assert "\n" not in str(e.value) and not (tmp_path / "a").exists()
+    largest = int(str(e.value).split("the largest that works is ")[1].split(";")[0])
+    assert f"--vocab-size {largest}" in e.value.fix
+    ds = prepare(tmp_path / "b", text=[str(src)], vocab_size=largest, log=lambda m: None)
+    assert ds.vocab_size == largest and "requested_vocab_size" not in ds.manifest["tokenizer"]
+
+
+def test_too_small_text_steps_down_when_asked(tmp_path):
+    src = _write_docs(tmp_path / "src", TINY)
+    logged = []
+    ds = prepare(tmp_path / "out", text=[str(src)], vocab_size=1024, shrink_vocab=True, log=logged.append)
+    assert 258 < ds.vocab_size < 1024 and ds.manifest["tokenizer"]["requested_vocab_size"] == 1024
+    assert any(f"using {ds.vocab_size}, the largest that works" in line for line in logged)
+    assert sorted(_decoded_docs(ds, "train") + _decoded_docs(ds, "val")) == sorted(TINY)
+
+
+@pytest.mark.skipif(sys.version.split()[0] != "3.11.7", reason="the embedded corpus differs between Pythons")
+def test_embedded_corpus_prepares_as_the_committed_records_did(tmp_path):
+    """The run records were made on this data: the manifest (and so the tokens) must not change."""
+    ds = prepare(tmp_path / "v1024", vocab_size=1024, log=lambda m: None)
+    assert ds.manifest_hash == "c41c679ef15f124d"  # as in runs/cpu/*/result.json
+    assert "rare_characters" not in ds.manifest["tokenizer"]

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from frontier.tokenizer import Tokenizer
+from frontier.tokenizer import Tokenizer, character_budget, character_counts, rare_characters
 from conftest import UNICODE_DOC
 
 SAMPLES = [
@@ -67,3 +67,79 @@ def test_save_load_roundtrip(tok, tmp_path):
     again = Tokenizer.load(tmp_path / "t.model")
     assert again.sha256 == tok.sha256
     assert again.encode(UNICODE_DOC) == tok.encode(UNICODE_DOC)
+
+
+# ----------------------------------------------------------------------------- more characters than pieces
+
+POOL = [chr(c) for c in [*range(0x391, 0x3CA), *range(0x410, 0x450), *range(0x2200, 0x2280), *range(0x4E00, 0x4FC0)]]
+WORDS = "the of and to in is that for it as with was on be by this are from or have an they which one".split()
+
+
+def many_character_docs(n_docs: int = 40, seed: int = 0) -> list[str]:
+    """English-like documents that hold, together, 700+ distinct characters: Greek, Cyrillic, maths symbols and CJK
+    woven into the words (about 15% of the characters), each pool character in at least one document."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n_docs):
+        own = POOL[i::n_docs]
+        words = []
+        for _ in range(500):
+            w = rng.choice(WORDS)
+            if rng.random() < 0.3:
+                w += "".join(rng.choice(POOL) for _ in range(rng.randint(1, 3)))
+            words.append(w)
+        words += own
+        rng.shuffle(words)
+        docs.append((" " if i % 3 == 0 else "") + " ".join(words) + ".\n")
+    return docs
+
+
+def test_more_distinct_characters_than_the_vocabulary_is_lossless_and_byte_exact():
+    docs = many_character_docs()
+    counts = character_counts(docs)
+    assert len(counts) > 600 > character_budget(512)
+    tok = Tokenizer.train(docs, 512)  # before: "the training text is too small" (SentencePiece's required_chars)
+    assert tok.vocab_size == 512
+    rare = tok.rare_characters
+    assert rare["distinct"] == len(counts) and rare["budget"] == character_budget(512) == 127
+    assert rare["with_piece"] <= rare["budget"]
+    used_bytes = 0
+    for text in docs + [UNICODE_DOC, "".join(POOL)]:
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text
+        assert int(tok.token_bytes[ids].sum()) == len(text.encode("utf-8"))
+        used_bytes += sum(tok.sp.is_byte(i) for i in ids)
+    assert used_bytes > 0
+    rng = random.Random(1)
+    for _ in range(100):
+        text = random_unicode(rng, rng.randint(1, 60))
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text and int(tok.token_bytes[ids].sum()) == len(text.encode("utf-8"))
+
+
+def test_characters_that_fit_train_exactly_as_before():
+    """Text within the character budget trains as SentencePiece did before the budget existed."""
+    import io
+
+    import sentencepiece as spm
+
+    from frontier.tokenizer import SETTINGS, _sentences
+
+    import pydoc_data.topics
+
+    docs = [text for _, text in sorted(pydoc_data.topics.topics.items())][:20] + SAMPLES[:5]
+    assert len(character_counts(docs)) <= character_budget(512)
+    tok = Tokenizer.train(docs, 512)
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=_sentences(docs), model_writer=model, vocab_size=512,
+                                   num_threads=1, minloglevel=2, **SETTINGS)
+    assert tok.model_proto == model.getvalue() and tok.rare_characters is None
+
+
+def test_rare_characters_are_the_least_frequent_beyond_the_budget():
+    from collections import Counter
+
+    counts = Counter({"a": 5, "b": 3, "c": 3, "\u2581": 1, "d": 1})
+    assert rare_characters(counts, 5) == set()
+    assert rare_characters(counts, 3) == {"\u2581", " ", "d"}  # ties: lower code point first; the marker is a space
+    assert rare_characters(counts, 2) == {"c", "\u2581", " ", "d"}

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 import os
@@ -49,24 +50,79 @@ def test_record_has_what_a_reader_needs(smoke_data, tmp_path):
 
 
 def test_budget_stops_on_the_charged_clock(smoke_data, tmp_path):
+    """The run stops at the first step that reaches the budget: not one step later, not one step early."""
     rec = _train(smoke_data, tmp_path / "b", budget_s=1.0)
-    assert rec["charged_s"] >= 1.0
-    per_step = rec["charged_s"] / max(rec["steps"] - 2, 1)
-    assert rec["charged_s"] < 1.0 + 10 * per_step + 0.5
+    charged = rec["curve"]["charged_s"]
+    assert rec["curve"]["step"] == list(range(1, rec["steps"] + 1))  # the smoke profile logs every step
+    assert charged[-1] == rec["charged_s"] >= 1.0
+    assert charged[-2] < 1.0  # the step before the last had not reached the budget yet
+    last_step_s = charged[-1] - charged[-2]
+    assert rec["charged_s"] - 1.0 < last_step_s <= rec["max_charged_step_s"] + 1e-9
+    steps_s = [b - a for a, b in zip([0.0] + charged[:-1], charged)]
+    assert rec["max_charged_step_s"] == pytest.approx(max(steps_s), abs=1e-9)
     assert rec["uncharged_s"] > 0  # the first (warm-up) steps were free
+
+
+def test_clock_stops_at_the_first_step_that_reaches_the_budget():
+    c = BudgetClock(budget_s=2.0, uncharged_steps=1, allowance_s=0.25)
+    charged_after = []
+    while not c.done:
+        c.add_step(0.5)  # the first: 0.25 s free, 0.25 s charged; then 0.5 s charged each
+        charged_after.append(c.charged_s)
+    assert charged_after == [0.25, 0.75, 1.25, 1.75, 2.25] and c.steps == 5
+    assert c.max_charged_step_s == 0.5 and c.charged_s - c.budget_s < 0.5
+    exact = BudgetClock(budget_s=1.0, uncharged_steps=0, allowance_s=0.0)
+    exact.add_step(0.5)
+    assert not exact.done
+    exact.add_step(0.5)
+    assert exact.done and exact.charged_s == 1.0  # reaching the budget exactly stops the run too
 
 
 def test_clock_allowance():
     c = BudgetClock(budget_s=10, uncharged_steps=2, allowance_s=3.0)
     c.add_step(2.0)  # free
-    c.add_step(2.0)  # 1 s free (allowance used up), 1 s charged
+    c.add_step(2.0)  # 1 s free (allowance used up), 1 s charged: half a charged step
     c.add_step(1.0)  # charged
     assert (c.uncharged_s, c.charged_s, c.steps) == (3.0, 2.0, 3)
     assert c.fraction == 0.2 and not c.done
+    assert c.tokens_per_s(100) == 1.5 * 100 / 2.0  # 1.5 steps' tokens in 2 charged seconds
     c.add_charged(8.0)
-    assert c.done and c.wall_s == 13.0
+    assert c.done and c.wall_s == 13.0 and c.charged_s == 10.0
+    assert c.tokens_per_s(100) == 1.5 * 100 / 2.0  # the steps' own rate: other charged work does not lower it
     assert c.step_s_median == 1.0 and c.compile_s == 1.0  # first step 2 s, a typical one 1 s
-    assert c.tokens_per_s(100) == 2 * 100 / 10.0
+    assert (c.charged_step_s, c.charged_other_s, c.charged_steps, c.max_charged_step_s) == (2.0, 8.0, 1.5, 1.0)
+
+
+def test_a_partly_charged_warmup_step_counts_as_its_charged_share():
+    c = BudgetClock(budget_s=100, uncharged_steps=1, allowance_s=0.75)
+    c.add_step(1.0)  # 0.75 s free, 0.25 s charged: a quarter of a step in 0.25 s, the step's own rate
+    assert c.charged_steps == 0.25 and c.tokens_per_s(64) == 64.0
+    c.add_step(0.5)  # a whole step in 0.5 s: 128 tokens/s
+    assert c.tokens_per_s(64) == 1.25 * 64 / 0.75
+
+
+def test_an_old_clock_state_loads():
+    state = BudgetClock(budget_s=10, uncharged_steps=0, allowance_s=0.0).state_dict()
+    for k in ["charged_step_s", "charged_other_s", "max_charged_step_s"]:
+        del state[k]
+    state.update(charged_s=3.0, charged_steps=3, steps=3)
+    c = BudgetClock.from_state(state)  # a checkpoint written before those fields: its charged seconds are steps'
+    assert (c.charged_step_s, c.charged_other_s, c.tokens_per_s(10)) == (3.0, 0.0, 10.0)
+
+
+def test_counting_the_shards_is_charged_but_does_not_lower_the_throughput(smoke_data, tmp_path):
+    cfg = resolve("ngram", "smoke")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False))
+    assert cfg.model.ngram.counting == "shards" and cfg.train.uncharged_steps == 2
+    rec = train(cfg, smoke_data, tmp_path / "n", CPU, seed=0, steps=6, progress=False)
+    counting_s, charged = rec["ngram"]["counting_s"], rec["curve"]["charged_s"]
+    assert counting_s > 0 and charged[1] == counting_s  # the two warm-up steps were free: so far, the counting
+    step_s = charged[-1] - charged[1]  # the charged seconds of steps 3..6
+    tokens = 4 * cfg.train.batch_size * cfg.train.seq_len
+    assert rec["tokens_per_s"] == pytest.approx(tokens / step_s, rel=1e-9)
+    assert rec["charged_s"] == charged[-1] == pytest.approx(rec["charged_step_s"] + counting_s, abs=1e-12)
+    assert rec["charged_other_s"] == counting_s
+    assert rec["charged_steps"] == 4 and rec["charged_step_s"] == pytest.approx(step_s, rel=1e-9)
 
 
 class Faulty(torch.nn.Module):
