@@ -18,6 +18,7 @@ record is never overwritten. `load_bench_record` reads one back.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from contextlib import contextmanager, nullcontext
@@ -35,6 +36,7 @@ from .compile import CompileWatch
 from .data import Dataset, embedded_dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo, select_device
+from .ema import WeightEMA
 from .errors import UserError
 from .optim import Optimizers
 from .profiles import get_profile
@@ -56,18 +58,23 @@ class Entry:
     step_ms: list = field(default_factory=list)
     peak_mib: float | None = None
     compile_counts: dict | None = None
+    ema: WeightEMA | None = None
 
 
 def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
-    """The trainer's own step (streaming n-gram counting included: the bench sits in the first epoch)."""
-    train_step(e.step_model, e.opts, e.loader, dev, 0.0, step, getattr(e.model, "ngram", None))
+    """The trainer's own step (streaming n-gram counting included: the bench sits in the first epoch; the EMA's
+    update too, where the recipe has one)."""
+    train_step(e.step_model, e.opts, e.loader, dev, 0.0, step, getattr(e.model, "ngram", None), e.ema)
 
 
 def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entry:
+    """A recipe built for the bench. Its EMA, where it has one, starts at the first step (start_frac 0): the bench
+    runs at fraction 0, and times the steps as they are once the average has started."""
     cfg = resolve(recipe, profile)
     dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
     run = setup_training(cfg, dataset, dev, seed=0)
-    return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader)
+    ema = WeightEMA(run.model, dataclasses.replace(cfg.train.ema, start_frac=0.0)) if cfg.train.ema else None
+    return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader, ema=ema)
 
 
 def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> float:

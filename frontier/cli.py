@@ -60,6 +60,23 @@ def cmd_prepare(a) -> int:
     return 0
 
 
+EMA_FLAGS = {"ema_start": "start_frac", "ema_half_life": "half_life_frac", "ema_every": "every", "ema_mix": "mix"}
+
+
+def _ema_override(a, recipe):
+    """The recipe's EMA with the --ema-* flags given applied (None without flags). The flags change the EMA of a
+    recipe that has one; for any other recipe they are an error."""
+    given = {field: getattr(a, flag) for flag, field in EMA_FLAGS.items() if getattr(a, flag) is not None}
+    if not given:
+        return None
+    if recipe.features.ema is None:
+        raise UserError(f"recipe {recipe.name!r} has no EMA of the weights for --ema-* to change",
+                        "use a recipe with one (--recipe ema), or drop the --ema-* flags")
+    import dataclasses
+
+    return dataclasses.replace(recipe.features.ema, **given)
+
+
 def cmd_train(a) -> int:
     from .devices import select_device
     from .profiles import get_profile
@@ -67,6 +84,10 @@ def cmd_train(a) -> int:
     from .trainer import train
 
     device = select_device(a.device)
+    label = None
+    if a.resume and any(getattr(a, flag) is not None for flag in EMA_FLAGS):
+        raise UserError("--ema-* flags cannot change a run being resumed", "drop them: --resume continues the run's "
+                        "own config")
     if a.resume:
         from .config import RunConfig
         from .records import load_record
@@ -80,8 +101,14 @@ def cmd_train(a) -> int:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
+        ema = _ema_override(a, recipe)
+        if ema is not None:  # a variant of the recipe: its label names the setting
+            from .experiments import ema_label
+
+            label = ema_label(ema)
         dataset = _load_dataset(a.data, profile.vocab_size)
-        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size)  # the data's vocabulary
+        # the model takes the data's vocabulary
+        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema)
         seed = a.seed
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(a.out) if a.out else Path("runs") / cfg.profile / f"{cfg.recipe}-s{seed}-{stamp}"
@@ -89,11 +116,14 @@ def cmd_train(a) -> int:
           f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}; run folder {run_dir}",
           flush=True)
     rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
-                progress=not a.no_progress, command=sys.argv)
+                progress=not a.no_progress, command=sys.argv, label=label)
     print(f"run folder: {run_dir}")
     print(f"loss curve: {run_dir / 'loss.png'}")
     print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
           f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})")
+    if "val_bpb_ema" in rec:
+        print(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
+              f"(val_bpb: mix {cfg.train.ema.mix:g} of the EMA)")
     print(f"val_bpb={rec['val_bpb']:.6f}")
     return 0
 
@@ -107,7 +137,7 @@ def cmd_eval(a) -> int:
         from .data import Dataset
 
         dataset = Dataset(a.data)
-    score = evaluate_run(a.run, dataset, select_device(a.device))
+    score = evaluate_run(a.run, dataset, select_device(a.device), weights=a.weights)
     print(f"val_loss={score['val_loss']:.6f} val_tokens={score['val_tokens']} val_bytes={score['val_bytes']} "
           f"({score['bpb_convention']})")
     print(f"val_bpb={score['val_bpb']:.6f}")
@@ -117,7 +147,7 @@ def cmd_eval(a) -> int:
 def cmd_compare(a) -> int:
     from .compare import compare, format_comparison
 
-    groups, diffs = compare(a.runs, by=a.by, metric=a.metric)
+    groups, diffs = compare(a.runs, by=a.by, metric=a.metric, paired=a.paired)
     print(format_comparison(groups, diffs, a.metric))
     return 0
 
@@ -208,6 +238,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .compare import NOISE_RULE
     from .devices import DEVICES
 
     p = _Parser(prog="frontier", description="Train, evaluate and compare the write-up's recipes.")
@@ -247,10 +278,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     s.add_argument("--strict", action="store_true", help="make silent slow paths errors (e.g. recompiling after warm-up)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    e = s.add_argument_group("weight average (EMA)", "change the EMA of a recipe that has one (ema); any other recipe "
+                             "refuses these. They are recorded in the config (and its hash); the run is labelled "
+                             "like ema-start0.6-hl0.05. The half-life and start are shares of the run (charged "
+                             "seconds / budget, or steps / --steps).")
+    e.add_argument("--ema-start", type=float, metavar="FRAC",
+                   help="the average starts as a copy of the live weights at the first update at or after this "
+                        "share of the run, in [0, 1)")
+    e.add_argument("--ema-half-life", type=float, metavar="FRAC", help="half-life of the average, a share of the run")
+    e.add_argument("--ema-every", type=_positive_int, metavar="N", help="update the average every N steps")
+    e.add_argument("--ema-mix", type=float, metavar="W", help="evaluate W * EMA + (1 - W) * live weights, W in [0, 1]")
     s.set_defaults(func=cmd_train)
 
     s = sub.add_parser("eval", help="re-score a run's checkpoint", description="Evaluate a run's checkpoint on the validation split.")
     s.add_argument("--run", required=True, metavar="RUN_DIR")
+    s.add_argument("--weights", choices=("live", "ema"), help="for a run with an EMA: the live weights (val_bpb_live) "
+                                                              "or the EMA alone (val_bpb_ema); default: the weights "
+                                                              "its val_bpb scores")
     s.add_argument("--data", help="dataset folder (default: the one the run trained on)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
@@ -259,12 +303,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "
                                    "config hash (budget and every config field) and step limit. Each metric has a "
                                    "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
-                                   "is called better or worse only beyond the noise.")
+                                   "is called better or worse only beyond the noise. --paired pairs the runs of "
+                                   "two groups by seed and tests the per-seed differences (paired t-test). "
+                                   + NOISE_RULE)
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
     s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit; coarser: "
                                                "recipe, config_hash, profile, recipe+budget, label, or a record field)")
     s.add_argument("--metric", default="val_bpb", help="record field to compare, with its direction (default val_bpb, "
                                                        "lower is better; e.g. tokens_per_s, higher is better)")
+    s.add_argument("--paired", action="store_true", help="pair each group's runs with the first group's by seed "
+                                                         "(each seed once in each group) and use a paired t-test")
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("replay", help="check that the current code reproduces run records",

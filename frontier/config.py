@@ -13,6 +13,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import UserError
+
 
 @dataclass(frozen=True)
 class BigramConfig:
@@ -80,6 +82,33 @@ class OptimConfig:
 
 
 @dataclass(frozen=True)
+class EMAConfig:
+    """An exponential moving average of the weights (`frontier.ema`), its decay set by the elapsed fraction of the
+    run (charged seconds / budget, or steps / max_steps), so that it means the same at any step rate.
+
+    The shadow starts as a copy of the live weights at the first update at or after `start_frac`, and is updated
+    every `every` steps; where the run advanced by d since the previous update, the old shadow keeps a weight of
+    0.5 ** (d / half_life_frac). The weights evaluated are mix * EMA + (1 - mix) * live (1.0: the EMA alone).
+    """
+
+    start_frac: float
+    half_life_frac: float
+    every: int = 1
+    mix: float = 1.0
+
+    def __post_init__(self):
+        checks = [
+            (0.0 <= self.start_frac < 1.0, "start_frac", self.start_frac, "a fraction of the run in [0, 1)"),
+            (self.half_life_frac > 0.0, "half_life_frac", self.half_life_frac, "a fraction of the run > 0"),
+            (isinstance(self.every, int) and self.every >= 1, "every", self.every, "a whole number of steps >= 1"),
+            (0.0 <= self.mix <= 1.0, "mix", self.mix, "a weight in [0, 1] (1: the EMA alone, 0: the live weights)"),
+        ]
+        for ok, name, value, want in checks:
+            if not ok:
+                raise UserError(f"EMA {name} {value!r} is out of range", f"pass {want}")
+
+
+@dataclass(frozen=True)
 class TrainConfig:
     seq_len: int
     batch_size: int
@@ -91,6 +120,7 @@ class TrainConfig:
     eval_batch_size: int = 16
     bpb_convention: str = "nanochat"  # or "parameter-golf"
     log_every: int = 1
+    ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.ema`)
 
 
 @dataclass(frozen=True)
@@ -111,12 +141,14 @@ class RunConfig:
         m["ngram"] = NGramConfig(**m["ngram"]) if m.get("ngram") else None
         o = dict(d["optim"])
         o["adam_betas"] = tuple(o["adam_betas"])
+        t = dict(d["train"])
+        t["ema"] = EMAConfig(**t["ema"]) if t.get("ema") else None
         return cls(
             recipe=d["recipe"],
             profile=d["profile"],
             model=ModelConfig(**m),
             optim=OptimConfig(**o),
-            train=TrainConfig(**d["train"]),
+            train=TrainConfig(**t),
         )
 
     def digest(self) -> str:
@@ -131,7 +163,7 @@ class RunConfig:
         return stable_hash(d)
 
 
-LATER_FIELDS = {"train": {"compile_optimizer": False}}
+LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

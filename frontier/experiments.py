@@ -7,7 +7,9 @@ the same scorer). So chapters share runs (chapter 02's eager runs are chapter 01
 the book trains only what changed, and every quoted number comes from code shown to produce it.
 
 Nothing here deletes a record. A record that cannot be reused stays where it is, and the new run goes beside it
-(`sSEED-2`, `sSEED-3`, ...); the newest reusable one of those folders is the one a chapter reads.
+(`sSEED-2`, `sSEED-3`, ...); the newest reusable one of those folders is the one a chapter reads. A run can be
+excluded from quotation by a note beside its record (`frontier.records.exclude`, with the reason); it is then
+never reused.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import dataclasses
 from pathlib import Path
 
 from . import records, replay, report
-from .config import RunConfig
+from .config import EMAConfig, RunConfig
 from .data import Dataset, embedded_dataset
 from .devices import select_device
 from .profiles import Profile, get_profile
@@ -43,6 +45,13 @@ SIZE_SWEEPS: dict[str, list[dict]] = {
 
 def size_label(sizes: dict) -> str:
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
+
+
+def ema_label(ema: EMAConfig) -> str:
+    """A folder label for an EMA setting of a sweep: `ema-start0.5-hl0.1`, plus `-every4`, `-mix0.5` where those
+    are not 1."""
+    return (f"ema-start{ema.start_frac:g}-hl{ema.half_life_frac:g}" + (f"-every{ema.every}" if ema.every != 1 else "")
+            + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
 
 
 def profile_with(profile: str | Profile, **sizes) -> Profile:
@@ -96,6 +105,7 @@ def run(
     steps: int | None = None,
     label: str | None = None,
     sizes: dict | None = None,
+    ema: EMAConfig | None = None,
     data: str | Path | Dataset | None = None,
     device: str = "auto",
     reuse: bool = True,
@@ -104,10 +114,12 @@ def run(
 ) -> dict:
     """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
     run record. A reused record carries `replay` (the check's result, see `frontier.replay`); a new one does not.
+    `sizes` changes profile fields, `ema` the recipe's EMA settings (`frontier.recipes.resolve`); give a variant
+    a `label` (`size_label`, `ema_label`) so that it gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again."""
     prof = profile_with(profile, **(sizes or {}))
-    cfg = resolve(recipe, prof, budget_s=budget_s)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema)
     if isinstance(data, Dataset):
         dataset = data
     else:
@@ -116,6 +128,8 @@ def run(
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
         why = mismatch(rec, cfg, dataset, steps, dev.backend)
+        if why is None and records.excluded(run_dir):
+            why = f"excluded: {records.excluded(run_dir)}"
         if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
             why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
         if why is None:
@@ -131,13 +145,15 @@ def run(
         f"{f'{steps} steps' if steps else f'budget {cfg.train.budget_s:g}s'} on {dev.backend}")
     rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False, label=label,
                 command=[f"frontier.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
-                         f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes})"])
+                         f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
+                         + (f", ema={ema!r})" if ema is not None else ")")])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 
 
 def seeds(recipe: str, profile: str | Profile, n: int | None = None, **kw) -> list[dict]:
-    """`run` for seeds 0..n-1 (n defaults to the profile's `seeds`)."""
+    """`run` for seeds 0..n-1 (n defaults to the profile's `seeds`); the keywords (`label`, `sizes`, `ema`, ...)
+    go to each `run`."""
     p = get_profile(profile) if isinstance(profile, str) else profile
     return [run(recipe, p, seed=s, **kw) for s in range(n or p.seeds)]
 

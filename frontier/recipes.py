@@ -2,6 +2,11 @@
 
 `resolve(recipe, profile, vocab_size=...)` turns a recipe, a profile and the data's vocabulary into the `RunConfig`
 a run records. `best` names the current best recipe (what `make demo` trains).
+
+The EMA recipe's settings are the `EMA_*` constants below (chapter 05's sweep chooses them). A sweep tries other
+settings without editing code: `resolve(..., ema=EMAConfig(...))`, `frontier.experiments.run(..., ema=...)`, or
+`frontier train --ema-start/--ema-half-life/--ema-every/--ema-mix`. They change the EMA of a recipe that has one;
+a recipe without one refuses them (an EMA on another recipe is a recipe of its own: derive it here).
 """
 
 from __future__ import annotations
@@ -9,9 +14,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .config import BigramConfig, ModelConfig, NGramConfig, OptimConfig, RunConfig, TrainConfig
+from .config import BigramConfig, EMAConfig, ModelConfig, NGramConfig, OptimConfig, RunConfig, TrainConfig
 from .errors import UserError
 from .profiles import Profile, get_profile
+
+# The EMA recipe's weight average (placeholders until chapter 05's sweep): start at half the run, a half-life of a
+# tenth of the run, an update every step, the EMA alone evaluated.
+EMA_START_FRAC = 0.5
+EMA_HALF_LIFE_FRAC = 0.1
+EMA_EVERY = 1
+EMA_MIX = 1.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class Features:
     ngram: bool = False
     ngram_counting: str = "stream"
     ngram_folds: int = 2
+    ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones
 
 
 @dataclass(frozen=True)
@@ -60,11 +73,14 @@ NGRAM_STREAM = NGRAM.derive("ngram-stream", "the n-gram mix counted from batches
                             ngram_counting="stream")
 NGRAM_INSAMPLE = NGRAM.derive("ngram-insample", "the n-gram counts read in-sample (one fold): the leak cross-fitting "
                               "prevents", ngram_folds=1)
+EMA = NGRAM.derive("ema", "an exponential moving average of the weights, its half-life a share of the run; the "
+                   "average is evaluated (the live weights are scored too)",
+                   ema=EMAConfig(EMA_START_FRAC, EMA_HALF_LIFE_FRAC, EMA_EVERY, EMA_MIX))
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
-                                         NGRAM_ONLY]}
+                                         NGRAM_ONLY, EMA]}
 BEST = "ngram"
 
 
@@ -80,15 +96,21 @@ def get_recipe(name: str) -> Recipe:
 
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
-            vocab_size: int | None = None) -> RunConfig:
+            vocab_size: int | None = None, ema: EMAConfig | None = None) -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
     prepared at it). A profile with `fixed_vocab` (trn2) refuses any other size with a one-line `UserError`.
+    `ema` replaces the recipe's EMA settings (None: the recipe's own); a recipe without an EMA refuses it with a
+    one-line `UserError`.
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = get_profile(profile) if isinstance(profile, str) else profile
     f = r.features
+    if ema is not None and f.ema is None:
+        with_ema = ", ".join(n for n, x in RECIPES.items() if x.features.ema is not None)
+        raise UserError(f"recipe {r.name!r} has no EMA of the weights to set",
+                        f"EMA settings (ema=, --ema-*) change the EMA of a recipe that has one: use {with_ema}")
     if vocab_size is None:
         vocab_size = p.vocab_size
     elif p.fixed_vocab and vocab_size != p.vocab_size:
@@ -124,5 +146,6 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         compile_optimizer=f.compile_optimizer,
         eval_batch_size=p.eval_batch_size,
         log_every=p.log_every,
+        ema=f.ema if ema is None else ema,
     )
     return RunConfig(recipe=r.name, profile=p.name, model=model, optim=OptimConfig(), train=train)

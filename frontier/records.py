@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -113,6 +114,22 @@ def load_record(run: str | Path) -> dict:
         raise UserError(f"{str(path)!r} is not valid JSON", "re-run or re-evaluate that run") from None
     rec["run_dir"] = str(path.parent)
     return upgrade(rec)
+
+
+EXCLUDED = "excluded.json"
+
+
+def exclude(run_dir: str | Path, reason: str) -> Path:
+    """Mark a run as not to be quoted, with the reason, in a file beside its record (the record stays as it is).
+    `frontier.experiments` never reuses an excluded run; a new run goes beside it."""
+    return write_json(Path(run_dir) / EXCLUDED, {"reason": reason, "code": code_version(),
+                                                 "excluded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+
+
+def excluded(run_dir: str | Path) -> str | None:
+    """The reason a run was excluded, or None."""
+    path = Path(run_dir) / EXCLUDED
+    return json.loads(path.read_text())["reason"] if path.is_file() else None
 
 
 def upgrade(rec: dict) -> dict:

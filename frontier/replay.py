@@ -5,10 +5,11 @@ The rule, which a reader can check by running `frontier replay RUN_DIR`:
 
 1. **Training.** Rebuild the record's model, optimisers and data order from its config and seed, train its first
    steps (up to `REPLAY_STEPS`, those the record logged at full learning rate, so the charged clock that drives
-   the schedule does not enter), and compare the training losses with the record's logged curve. The loss at the last logged step
-   of the replay must be equal bit for bit: any difference in the forward pass, the backward pass or an optimiser
-   before it would change it. Earlier logged losses may differ by one float32 rounding (relative 1e-6): a
-   compiled model's loss reduction is not bit-stable from run to run on CPU, while its weights are.
+   the schedule does not enter), and compare the training losses with the record's logged curve. An eager model
+   must reproduce every one bit for bit. A compiled model must reproduce each within `REL_TOL_COMPILED`
+   (relative): on CPU, Inductor's code is not bit-stable from run to run (two runs of the same code and seed
+   differ by one float32 rounding, about 1e-7 relative, at some steps), so bit-for-bit would reject the code
+   that wrote the record; any change to what is computed moves ten steps' losses far more than that.
 2. **Scoring.** The current scorer counts the same validation tokens and bytes as the record (`val_tokens`,
    `val_bytes`: the windows and the byte counting), and the scoring functions of `frontier/bpb.py`
    (`SCORER_FUNCTIONS`: the formula, which positions and bytes count, the evaluation loop) have the same source
@@ -34,7 +35,7 @@ from .data import Dataset
 from .devices import DeviceInfo
 
 REPLAY_STEPS = 10
-REL_TOL_EARLY = 1e-6
+REL_TOL_COMPILED = 1e-6  # about 8 float32 roundings; the same code's compiled runs differ by 1 (about 1e-7)
 SCORER_FILE = "frontier/bpb.py"
 SCORER_FUNCTIONS = ("bits_per_byte", "scored_bytes", "evaluate_bpb")
 
@@ -81,19 +82,24 @@ def _scorer_unchanged_since(sha: str | None) -> tuple[bool, str]:
     return True, f"{', '.join(SCORER_FUNCTIONS)} in {SCORER_FILE} unchanged since {sha[:8]}"
 
 
-def check_losses(logged_steps: list[int], logged: list[float], replayed: list[float]) -> tuple[bool, str]:
-    """Compare the record's logged losses (at steps 1..len(replayed)) with the replay's: the last exactly, the
-    earlier ones within `REL_TOL_EARLY`."""
+def check_losses(logged_steps: list[int], logged: list[float], replayed: list[float],
+                 rel_tol: float = 0.0) -> tuple[bool, str]:
+    """Compare the record's logged losses (at steps 1..len(replayed)) with the replay's: each within `rel_tol`
+    relative (0.0: bit for bit)."""
     pairs = [(s, a, replayed[s - 1]) for s, a in zip(logged_steps, logged) if 1 <= s <= len(replayed)]
     if not pairs:
         return False, f"the record logs no loss within the first {len(replayed)} steps"
-    *early, (last_step, a, b) = pairs
-    if a != b:
-        return False, f"loss at step {last_step}: record {a!r}, replay {b!r}"
-    for s, a, b in early:
-        if abs(a - b) > REL_TOL_EARLY * abs(a):
+    for s, a, b in pairs:
+        if abs(a - b) > rel_tol * abs(a):
             return False, f"loss at step {s}: record {a!r}, replay {b!r}"
-    return True, f"losses at steps {', '.join(str(s) for s, _, _ in pairs)} reproduced (step {last_step} bit for bit)"
+    how = "bit for bit" if rel_tol == 0.0 else f"within {rel_tol:g} relative"
+    return True, f"losses at steps {', '.join(str(s) for s, _, _ in pairs)} reproduced {how}"
+
+
+def loss_tolerance(cfg: RunConfig) -> float:
+    """0.0 (bit for bit) for an eager model; `REL_TOL_COMPILED` for a compiled one, whose losses are not bit-stable
+    from one run of the same code to the next on CPU."""
+    return REL_TOL_COMPILED if cfg.train.compile else 0.0
 
 
 def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print) -> dict:
@@ -119,7 +125,7 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
         replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps))
         result["replay_s"] = time.perf_counter() - t0
         logged = dict(zip(curve["step"], curve["train_loss"]))
-        ok, why = check_losses(steps, [logged[s] for s in steps], replayed)
+        ok, why = check_losses(steps, [logged[s] for s in steps], replayed, loss_tolerance(cfg))
     result["steps"] = steps
     result["losses"] = {"record": [dict(zip(curve.get("step", []), curve.get("train_loss", [])))[s] for s in steps],
                         "replay": [replayed[s - 1] for s in steps] if replayed else []}

@@ -41,7 +41,7 @@ def run_rows(recs: Sequence[dict]) -> list[dict]:
     """One row per run with the fields every chapter shows."""
     return [
         {
-            "run": f"{r['recipe']} s{r['seed']}",
+            "run": f"{r.get('label') or r['recipe']} s{r['seed']}",
             "val_bpb": r.get("val_bpb"),
             "steps": r.get("steps"),
             "tokens_per_s": round(r["tokens_per_s"]) if r.get("tokens_per_s") else None,
@@ -77,7 +77,7 @@ def provenance(recs: Sequence[dict]) -> str:
     by: dict[str, list[str]] = {}
     for r in recs:
         by.setdefault(code_of(r), []).append(f"{r.get('label') or r['recipe']} s{r['seed']}")
-    return "\n".join(f"- code {k}: {', '.join(v)}" for k, v in by.items())
+    return "\n".join(f"  - code {k}: {', '.join(v)}" for k, v in by.items())
 
 
 RUN_COLUMNS = {"run": "run", "val_bpb": "val_bpb", "steps": "steps", "tokens_per_s": "tokens/s",

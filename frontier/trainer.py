@@ -4,6 +4,11 @@ A run folder holds `result.json` (the run record, written at the start with stat
 the end), `checkpoint.pt`, and `loss.png`. Ctrl-C or SIGTERM finishes the current step, saves a checkpoint and a
 record with status `interrupted`; `resume` continues it. A NaN or infinite loss stops the run with status
 `diverged` (checkpoint and record kept). Evaluation and checkpointing are never charged.
+
+A run whose config has an EMA of the weights (`frontier.ema`) updates it inside each timed step (charged), keeps
+it in its checkpoints (so `resume` continues it), and is scored twice, or three times (free): `val_bpb_live`
+and `val_loss_live` for the live weights, `val_bpb_ema` and `val_loss_ema` for the EMA alone, and `val_bpb`,
+`val_loss` for the weights the config declares, mix * EMA + (1 - mix) * live (the EMA's when mix is 1).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from .config import RunConfig
 from .data import Dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo
+from .ema import WeightEMA
 from .errors import UserError
 from .gpt import GPT
 from .kernels import implementations
@@ -117,13 +123,14 @@ def make_loader(cfg: RunConfig, dataset: Dataset, seed: int) -> TrainLoader:
 @dataclass
 class Training:
     """What a run steps: the model, the model as each step calls it (compiled or not), the optimisers, the data
-    order, and the n-gram tables when the recipe mixes them in."""
+    order, the n-gram tables when the recipe mixes them in, and the EMA of the weights when it has one."""
 
     model: torch.nn.Module
     step_model: torch.nn.Module
     opts: Optimizers
     loader: TrainLoader
     ngram: torch.nn.Module | None
+    ema: WeightEMA | None = None
 
 
 def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int) -> Training:
@@ -136,13 +143,15 @@ def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: i
                       compile_backend=device.compile_backend)
     loader = make_loader(cfg, dataset, seed)
     step_model = compile_model(model, device) if cfg.train.compile else model
-    return Training(model, step_model, opts, loader, getattr(model, "ngram", None))
+    ema = WeightEMA(model, cfg.train.ema) if cfg.train.ema is not None else None
+    return Training(model, step_model, opts, loader, getattr(model, "ngram", None), ema)
 
 
 def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: DeviceInfo, frac: float, step: int,
-               ngram=None) -> tuple[torch.Tensor, float]:
-    """One step on the next batch, all of it charged: forward, backward, update, and (streaming n-gram counting,
-    first epoch only) counting the batch after the step that used it, so a batch never sees its own counts."""
+               ngram=None, ema: WeightEMA | None = None) -> tuple[torch.Tensor, float]:
+    """One step on the next batch, all of it charged: forward, backward, update, (streaming n-gram counting,
+    first epoch only) counting the batch after the step that used it, so a batch never sees its own counts, and
+    the EMA's update of step number `step + 1` at `frac` (where the run has one)."""
     x, y = loader.next_batch()
     count_it = ngram is not None and ngram.cfg.counting == "stream" and loader.epoch == 0  # a first-epoch batch
     x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
@@ -153,6 +162,8 @@ def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: Device
     opts.zero_grad()
     if count_it:
         ngram.observe(x, y, loader.batch_fold)
+    if ema is not None:
+        ema.update(frac, step + 1)
     device.step_end()
     return loss, lr_mult
 
@@ -216,6 +227,7 @@ def train(
 
     run = setup_training(cfg, dataset, device, seed)
     model, step_model, opts, loader, ngram = run.model, run.step_model, run.opts, run.loader, run.ngram
+    ema = run.ema
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
@@ -226,6 +238,8 @@ def train(
         clock = BudgetClock.from_state(ckpt["clock"])
         curve = ckpt["curve"]
         torch.set_rng_state(ckpt["rng"])
+        if ema is not None:
+            ema.load_state_dict(ckpt["ema"])
 
     base_record = {
         "recipe": cfg.recipe,
@@ -245,7 +259,9 @@ def train(
     }
 
     def record(status: str, **extra) -> dict:
-        """Write the run record. The clock's fields: `charged_s`, all charged seconds (what the budget stops on)
+        """Write the run record. A finished run records `cpu_share`: the process's CPU seconds over the training
+        loop's wall seconds times torch's threads, near 1 when the run had its cores to itself, well below 1 when
+        other work took them (its steps and tokens/s are then not this machine's own). The clock's fields: `charged_s`, all charged seconds (what the budget stops on)
         = `charged_step_s` (charged seconds of steps) + `charged_other_s` (charged work that is not a step:
         counting the n-gram shards, also in `ngram.counting_s` for the session that counted);
         `max_charged_step_s`, the most charged seconds of one step (a run on the budget, without --steps, ends
@@ -273,6 +289,7 @@ def train(
             "compile": watch.summary(),
             "ngram": (dict(ngram.summary(), counting=counting, counting_s=counting_s)
                       if ngram is not None else None),
+            **({"ema": ema.summary()} if ema is not None else {}),
             "curve": curve,
             **extra,
         }
@@ -283,6 +300,7 @@ def train(
         _save(path, {
             "config": cfg.to_dict(), "seed": seed, "model": model.state_dict(), "optim": opts.state_dict(),
             "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "rng": torch.get_rng_state(),
+            **({"ema": ema.state_dict()} if ema is not None else {}),
         })
 
     watch = CompileWatch(cfg.train.compile or cfg.train.compile_optimizer, strict, log)
@@ -294,11 +312,12 @@ def train(
         clock.add_charged(counting_s)
     last_loss, t_last = float("nan"), 0.0
     show = Progress(progress)
+    cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
         with _StopFlag() as stop:
             while not clock.done:
                 t0 = time.perf_counter()
-                loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram)
+                loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram, ema)
                 last_loss = float(loss.detach())
                 clock.add_step(time.perf_counter() - t0)
                 if clock.steps >= clock.uncharged_steps:
@@ -329,10 +348,11 @@ def train(
         record("failed", val_bpb=None, error=f"{type(e).__name__}: {e}"[:4000])
         raise
 
+    cpu_share = (time.process_time() - cpu0) / ((time.perf_counter() - wall0) * torch.get_num_threads())
     checkpoint(run_dir / CHECKPOINT)
     t0 = time.perf_counter()
-    score = score_model(model, cfg, dataset, device)
-    rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, **score)
+    score = score_run(model, ema, cfg, dataset, device)
+    rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, cpu_share=cpu_share, **score)
     plot_run(rec, run_dir / "loss.png")
     return rec
 
@@ -343,22 +363,38 @@ def plot_run(rec: dict, path: Path) -> None:
     save_figure(loss_curve_figure([rec]), path)
 
 
-def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu") -> tuple[torch.nn.Module, RunConfig]:
-    """The model saved in a run folder's checkpoint, in eval mode, and its config."""
+WEIGHTS = ("live", "ema")
+
+
+def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
+                   weights: str | None = None) -> tuple[torch.nn.Module, RunConfig]:
+    """The model saved in a run folder's checkpoint, in eval mode, and its config. `weights`: None, the weights
+    its `val_bpb` scores (for a run with an EMA, mix * EMA + (1 - mix) * live); "live", the trained weights;
+    "ema", the EMA alone (`val_bpb_ema`)."""
     run_dir = Path(run_dir)
+    if weights is not None and weights not in WEIGHTS:
+        raise UserError(f"unknown weights {weights!r}", f"choose one of {', '.join(WEIGHTS)}")
     if not (run_dir / CHECKPOINT).is_file():
         raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT}", "evaluate a run folder written by `frontier train`")
     ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
     cfg = RunConfig.from_dict(ckpt["config"])
     model = build_model(cfg)
     model.load_state_dict(ckpt["model"])
+    if weights == "ema" and cfg.train.ema is None:
+        raise UserError(f"the run in {str(run_dir)!r} has no EMA of its weights",
+                        "evaluate its live weights (--weights live, or no --weights)")
+    if cfg.train.ema is not None and weights != "live":
+        ema = WeightEMA(model, cfg.train.ema)
+        ema.load_state_dict(ckpt["ema"])
+        ema.copy_to_model(1.0 if weights == "ema" else None)
     return model.to(device).eval(), cfg
 
 
-def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print) -> dict:
-    """Re-score a run's checkpoint on the validation split (`frontier eval`)."""
+def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print,
+                 weights: str | None = None) -> dict:
+    """Re-score a run's checkpoint on the validation split (`frontier eval`); `weights` as in `load_run_model`."""
     rec = records.load_record(run_dir)
-    model, cfg = load_run_model(run_dir, device.device)
+    model, cfg = load_run_model(run_dir, device.device, weights)
     if dataset is None:
         dataset = Dataset(rec["data"]["folder"])
     dataset.check_vocab(cfg.model.vocab_size, f"the run in {str(run_dir)!r}")
@@ -366,6 +402,28 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInf
         log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "
             f"{rec['data']['manifest_hash']})")
     return score_model(model, cfg, dataset, device)
+
+
+def score_run(model: torch.nn.Module, ema: WeightEMA | None, cfg: RunConfig, dataset: Dataset,
+              device: DeviceInfo) -> dict:
+    """`score_model` of the weights the config declares. With an EMA: mix * EMA + (1 - mix) * live, and beside it
+    `val_bpb_live`, `val_loss_live` (the live weights) and `val_bpb_ema`, `val_loss_ema` (the EMA alone); the
+    model holds its live weights again afterwards. Without one: the live weights, nothing added."""
+    live = score_model(model, cfg, dataset, device)
+    if ema is None:
+        return live
+    with ema.applied(1.0):
+        averaged = score_model(model, cfg, dataset, device)
+    mix = ema.cfg.mix
+    if mix == 1.0 or ema.shadow is None:
+        declared = averaged
+    elif mix == 0.0:
+        declared = live
+    else:
+        with ema.applied(mix):
+            declared = score_model(model, cfg, dataset, device)
+    return {**declared, "val_bpb_live": live["val_bpb"], "val_loss_live": live["val_loss"],
+            "val_bpb_ema": averaged["val_bpb"], "val_loss_ema": averaged["val_loss"]}
 
 
 def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo) -> dict:

@@ -128,3 +128,95 @@ def test_cli_compare_tokens_per_s_says_better(tmp_path, capsys):
     assert main(["compare", *runs, "--metric", "bogus"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: unknown metric 'bogus'") and len(err.splitlines()) == 1
+
+
+# ----------------------------------------------------------------------------- paired by seed, and how many seeds
+
+
+def seeded(folder, values_by_seed, recipe, metric="val_bpb"):
+    return [rec(folder, s, recipe=recipe, **{metric: v}) for s, v in values_by_seed.items()]
+
+
+def test_paired_pairs_by_seed_and_matches_ttest_rel():
+    from statistics import mean, stdev
+
+    from scipy.stats import ttest_rel
+
+    a = {0: 1.500, 1: 1.530, 2: 1.470, 3: 1.512}
+    b = {3: 1.500, 1: 1.522, 0: 1.493, 2: 1.466}  # listed in another order: pairing goes by seed
+    groups, diffs = compare(seeded("base", a, "base") + seeded("new", b, "new"), paired=True)
+    d = diffs[0]
+    ref = ttest_rel([b[s] for s in range(4)], [a[s] for s in range(4)])
+    assert d.test == "paired" and d.pairs == 4
+    assert math.isclose(d.t, ref.statistic) and math.isclose(d.p, ref.pvalue)
+    per_seed = [b[s] - a[s] for s in range(4)]
+    assert math.isclose(d.delta, mean(per_seed)) and math.isclose(d.diff_std, stdev(per_seed))
+    assert math.isclose(d.delta, groups[1].mean - groups[0].mean)
+    out = format_comparison(groups, diffs)
+    assert "new - base: -0.0077 (mean of 4 per-seed differences, std 0.0033, paired t=-4.69" in out
+
+
+def test_paired_sees_a_difference_the_seed_noise_hides_from_welch():
+    a = {0: 1.50, 1: 1.56, 2: 1.44, 3: 1.53}  # the seed moves every run by several hundredths ...
+    b = {s: v - 0.01 + 0.001 * (s % 2) for s, v in a.items()}  # ... the change lowers each seed's run by ~0.01
+    recs = seeded("base", a, "base") + seeded("new", b, "new")
+    assert compare(recs)[1][0].verdict == "inside the noise"
+    assert compare(recs, paired=True)[1][0].verdict.startswith("better beyond the noise")
+
+
+def test_paired_refuses_runs_it_cannot_pair_naming_the_seeds():
+    with pytest.raises(UserError) as e:
+        compare(seeded("base", {0: 1.5, 1: 1.6, 2: 1.4}, "base") + seeded("new", {0: 1.5, 1: 1.6, 5: 1.4}, "new"),
+                paired=True)
+    msg = str(e.value)
+    assert "\n" not in msg and "seed 2 of 'base'" in msg and "seed 5 of 'new'" in msg
+    twice = seeded("base", {0: 1.5, 1: 1.6}, "base") + seeded("new", {0: 1.5, 1: 1.6}, "new")
+    twice.append(dict(twice[-1], run_dir="runs/cpu/new/s1-2"))
+    with pytest.raises(UserError, match="'new' has seed 1 more than once"):
+        compare(twice, paired=True)
+    _, diffs = compare(seeded("base", {0: 1.5}, "base") + seeded("new", {0: 1.4}, "new"), paired=True)
+    assert diffs[0].verdict == "needs at least 2 pairs" and math.isnan(diffs[0].p)
+    _, diffs = compare(seeded("base", {0: 1.5, 1: 1.6}, "base") + seeded("new", {0: 1.4, 1: 1.5}, "new"), paired=True)
+    assert diffs[0].verdict == "cannot be judged: no spread in the differences"
+
+
+def test_cli_compare_paired(tmp_path, capsys):
+    runs = []
+    for folder, recipe, values in [("ngram", "ngram", {0: 1.50, 1: 1.56, 2: 1.44}),
+                                   ("ema", "ema", {0: 1.49, 1: 1.551, 3: 1.43})]:
+        for r in seeded(folder, values, recipe):
+            run_dir = tmp_path / r.pop("run_dir")
+            run_dir.mkdir(parents=True)
+            (run_dir / "result.json").write_text(json.dumps(r))
+            runs.append(str(run_dir))
+    assert main(["compare", *runs, "--paired"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: cannot pair by seed")
+    assert "seed 2 of 'ngram'" in err and "seed 3 of 'ema'" in err
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    assert "see chapter 05" in capsys.readouterr().out
+
+
+def test_repeats_needed_known_values_and_monotone():
+    from frontier.compare import repeats_needed, t_test_power
+
+    assert repeats_needed(1.0, 1.0) == 10  # paired, alpha 0.05, power 0.8: 10 pairs (power 0.803; 9 give 0.748)
+    assert t_test_power(10, 1.0) >= 0.8 > t_test_power(9, 1.0)
+    assert repeats_needed(-0.02, 0.02) == 10  # only the size counts
+    assert repeats_needed(1.0, 1.0, paired=False) == 17  # Welch, runs per group, equal spreads
+    assert repeats_needed(0.5, 1.0) == 34
+    deltas = [0.002, 0.005, 0.01, 0.02, 0.05]
+    ns = [repeats_needed(d, 0.01) for d in deltas]
+    assert ns == sorted(ns, reverse=True) and ns[0] > ns[-1]  # a smaller effect needs more seeds
+    assert repeats_needed(0.01, 0.02) > repeats_needed(0.01, 0.01)  # more noise, more seeds
+    assert repeats_needed(0.01, 0.01, power=0.9) > repeats_needed(0.01, 0.01)
+    assert repeats_needed(0.01, 0.01, alpha=0.01) > repeats_needed(0.01, 0.01)
+    with pytest.raises(UserError):
+        repeats_needed(0.0, 0.01)
+
+
+def test_other_weights_have_a_direction():
+    from frontier.compare import metric_lower_is_better
+
+    assert all(metric_lower_is_better(m) for m in ["val_bpb_live", "val_bpb_ema", "val_loss_live", "val_loss_ema"])

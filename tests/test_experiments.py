@@ -77,10 +77,19 @@ def test_a_caller_that_loads_the_model_gets_a_run_with_a_checkpoint(tmp_path, sm
     assert b["run_dir"].endswith("s0-2") and (Path(b["run_dir"]) / "checkpoint.pt").is_file()
 
 
-def test_check_losses_last_step_exact_earlier_within_one_rounding():
-    ok, _ = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0 + 1e-7] + [0] * 4 + [2.0])
-    assert ok
+def test_check_losses_bit_for_bit_or_within_a_stated_tolerance():
+    assert replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0] + [0] * 4 + [2.0])[0]
     bad, why = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0] + [0] * 4 + [2.0000002])
     assert not bad and "step 10" in why
-    bad, why = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.001] + [0] * 4 + [2.0])
+    assert replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.0 + 1e-7] + [0] * 4 + [2.0000002], 1e-6)[0]
+    bad, why = replay.check_losses([5, 10], [1.0, 2.0], [0] * 4 + [1.00001] + [0] * 4 + [2.0], 1e-6)
     assert not bad and "step 5" in why
+
+
+def test_an_excluded_run_is_kept_but_never_reused(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs, steps=3)
+    records.exclude(a["run_dir"], "trained while another job loaded the machine")
+    b = _run(tmp_path, smoke_data, logs, steps=3)
+    assert b["run_dir"].endswith("s0-2") and (Path(a["run_dir"]) / records.RECORD).is_file()
+    assert any("excluded: trained while another job" in m for m in logs)

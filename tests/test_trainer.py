@@ -38,7 +38,7 @@ def test_record_has_what_a_reader_needs(smoke_data, tmp_path):
     rec = _train(smoke_data, tmp_path / "r", seed=0, steps=6)
     for key in ["recipe", "profile", "config", "seed", "device", "hardware", "code", "data", "budget_s", "charged_s",
                 "uncharged_s", "steps", "tokens", "tokens_per_s", "val_bpb", "val_loss", "val_tokens", "val_bytes",
-                "bpb_convention", "status", "implementations", "curve"]:
+                "bpb_convention", "status", "implementations", "curve", "cpu_share"]:
         assert key in rec, key
     assert rec["status"] == "finished" and rec["steps"] == 6
     assert rec["val_bytes"] == smoke_data.val_bytes

@@ -1,0 +1,520 @@
+"""`nki.isa` as the interpreter provides it: the instructions below, destination first (`dst=`), in NumPy.
+
+Engines compute in fp32 and cast on output (bf16 via ml_dtypes, round to nearest even). Every instruction checks:
+operands are tiles of the right memories (compute engines never touch HBM; DMA never touches PSUM; GpSimd never
+touches PSUM; TensorE reads SBUF and writes PSUM), inputs and output cover the same partitions (engines do not move
+data across partitions: stricter than the hardware, which allows some offsets), and the sizes agree. Each
+instruction is counted on its engine (see counts.py).
+
+Subset: dma_copy, tensor_copy, memset, nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor,
+tensor_scalar, scalar_tensor_tensor, tensor_reduce, tensor_partition_reduce, reciprocal, iota, affine_select.
+"""
+
+from __future__ import annotations
+
+import math
+from enum import Enum
+
+import numpy as np
+
+from . import machine
+from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
+from .limits import (ACTIVATION_RANGES, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX, PSUM_BANK_BYTES,
+                     TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
+from .ops import OPS, Op
+from .tensor import BY_MATMUL, BY_OTHER, NEVER, Tensor, is_float
+
+f32 = np.float32
+
+
+class engine(Enum):
+    unknown = 0
+    tensor = 1
+    vector = 2
+    scalar = 3
+    gpsimd = 4
+    sync = 5
+
+
+class reduce_cmd(Enum):
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(Enum):
+    unknown = 0
+    none = 1
+    swdge = 2
+    hwdge = 3
+
+
+class oob_mode(Enum):
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(Enum):
+    none = 0
+    double_row = 1
+
+
+_RC = reduce_cmd  # `reduce_cmd` is also a parameter name below
+
+_ENGINE_NAME = {engine.tensor: "tensor", engine.vector: "vector", engine.scalar: "scalar", engine.gpsimd: "gpsimd"}
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+def _tile(t, role: str, op: str, *, psum=True, sbuf=True) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise KernelError(f"{op}: {role} must be a tensor, got {type(t).__name__}")
+    if not t.on_chip:
+        raise LimitError(f"{op}: {role} is in HBM; compute engines read and write SBUF/PSUM only (DMA it first)")
+    if t.is_psum and not psum:
+        raise LimitError(f"{op}: {role} may not be in PSUM")
+    if not t.is_psum and not sbuf:
+        raise LimitError(f"{op}: {role} must be in PSUM")
+    return t
+
+
+def _no_psum_on_gpsimd(op: str, *tiles) -> None:
+    for t in tiles:
+        if isinstance(t, Tensor) and t.is_psum:
+            raise LimitError(f"{op}: GpSimd cannot access PSUM (copy it to SBUF with nisa.tensor_copy on "
+                             "VectorE/ScalarE first)")
+
+
+def _lanes(op: str, *tiles: Tensor) -> None:
+    """Same partitions: engines process lane p of the inputs into lane p of the output."""
+    first = tiles[0]
+    for t in tiles[1:]:
+        if (t.partitions, t.p0) != (first.partitions, first.p0):
+            raise LimitError(f"{op}: operands cover different partitions ({first.partitions} from {first.p0} vs "
+                             f"{t.partitions} from {t.p0}); engines do not move data across partitions")
+
+
+def _same_free(op: str, a: Tensor, b: Tensor) -> None:
+    if a.free_size != b.free_size:
+        raise KernelError(f"{op}: elements per partition differ: {a.shape} vs {b.shape} (no broadcasting: use "
+                          "tensor_scalar with a [P, 1] operand)")
+
+
+def _operand(x, data: Tensor, op: str, role: str, fp32: bool = False) -> np.ndarray | np.float32:
+    """A compile-time scalar, or a [P, 1] tile (fp32 where the ISA says so) broadcast along the free dims of `data`."""
+    if isinstance(x, Tensor):
+        _tile(x, role, op)
+        _lanes(op, data, x)
+        if x.free_size != 1:
+            raise KernelError(f"{op}: {role} must be a scalar or a [P, 1] tile, got {x.shape}")
+        if fp32 and x.dtype != np.float32:
+            raise LimitError(f"{op}: a {role} tile must be fp32, got {x.dtype}")
+        return x.read().reshape((x.partitions,) + (1,) * (data.ndim - 1))
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise KernelError(f"{op}: {role} must be a number or a [P, 1] tile, got {type(x).__name__}")
+    return f32(x)
+
+
+def _alu(op, opname: str, role: str = "op") -> Op:
+    if not isinstance(op, Op):
+        raise KernelError(f"{opname}: {role} must be an nl operator, got {op!r}")
+    op.check_hardware()
+    if not op.alu:
+        raise UnsupportedError(f"{opname}: {op!r} is not an ALU operator of VectorE/GpSimd")
+    return op
+
+
+def _apply(op: Op, data, operand, reverse: bool):
+    if op.arity == 1:
+        return op.apply(data)
+    return op.apply(operand, data) if reverse else op.apply(data, operand)
+
+
+def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
+    values = np.asarray(values, dtype=f32).reshape(dst.shape)
+    with np.errstate(invalid="ignore"):
+        dst._np[...] = values.astype(dst.dtype)
+    if dst._written is not None:
+        dst._written[...] = how
+
+
+def _count(engine_name: str, data: Tensor) -> None:
+    machine.current().counts.instruction(engine_name, data.size, data.free_size)
+
+
+def _engine(requested, allowed: tuple[str, ...], default: str, op: str) -> str:
+    if requested in (None, engine.unknown):
+        return default
+    name = _ENGINE_NAME.get(requested)
+    if name not in allowed:
+        raise UnsupportedError(f"{op}: engine {requested} not allowed (only {', '.join(allowed)})")
+    return name
+
+
+# ----------------------------------------------------------------------------------------------- data movement
+
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
+             name=None):
+    """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ."""
+    _dma(dst, src, "nisa.dma_copy")
+
+
+def _dma(dst, src, op: str) -> None:
+    for role, t in (("dst", dst), ("src", src)):
+        if not isinstance(t, Tensor):
+            raise KernelError(f"{op}: {role} must be a tensor, got {type(t).__name__}")
+        if t.is_psum:
+            raise LimitError(f"{op}: DMA cannot read or write PSUM ({role} is in PSUM): copy PSUM -> SBUF with "
+                             "nisa.tensor_copy first")
+    if src.size != dst.size:
+        raise KernelError(f"{op}: src {src.shape} and dst {dst.shape} hold different numbers of elements")
+    if src.dtype == dst.dtype:
+        dst._np[...] = src._np.reshape(dst.shape)
+    else:
+        _write(dst, src.read())
+    machine.current().counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip)
+
+
+def tensor_copy(dst, src, engine=engine.unknown, name=None):
+    """dst = src on VectorE (default), ScalarE or GpSimd; same partitions, same elements per partition."""
+    op = "nisa.tensor_copy"
+    eng = _engine(engine, ("vector", "scalar", "gpsimd"), "vector", op)
+    _tile(dst, "dst", op), _tile(src, "src", op)
+    if eng == "gpsimd":
+        _no_psum_on_gpsimd(op, dst, src)
+    _lanes(op, dst, src)
+    _same_free(op, dst, src)
+    if src.dtype == dst.dtype:
+        dst._np[...] = src._np.reshape(dst.shape)
+        if dst._written is not None:
+            dst._written[...] = BY_OTHER
+    else:
+        _write(dst, src.read())
+    _count(eng, src)
+
+
+def memset(dst, value, engine=engine.unknown, name=None):
+    """dst = value (a compile-time constant) on VectorE (default) or GpSimd."""
+    op = "nisa.memset"
+    eng = _engine(engine, ("vector", "gpsimd"), "vector", op)
+    _tile(dst, "dst", op)
+    if eng == "gpsimd":
+        _no_psum_on_gpsimd(op, dst)
+    _write(dst, np.full(dst.shape, value, dtype=f32))
+    _count(eng, dst)
+
+
+# ----------------------------------------------------------------------------------------------- TensorE
+
+def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+              accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
+    """dst[M, N] (PSUM, fp32) = stationary[K, M].T @ moving[K, N] (SBUF), K <= 128, M <= 128, N <= 512.
+
+    accumulate=False overwrites, True adds to what a previous matmul left, None overwrites where no matmul wrote
+    yet and adds where one did. Adding to PSUM that no matmul wrote (never written, or written by memset/tensor_copy:
+    undefined on Trn2) is refused.
+    """
+    op = "nisa.nc_matmul"
+    if tile_position or tile_size or is_transpose or perf_mode not in (None, matmul_perf_mode.none):
+        raise UnsupportedError(f"{op}: tiling mode, transpose mode and perf modes are not in the interpreted subset")
+    _tile(stationary, "stationary", op, psum=False)
+    _tile(moving, "moving", op, psum=False)
+    _tile(dst, "dst", op, sbuf=False)
+    k, m, n = stationary.partitions, stationary.free_size, moving.free_size
+    if moving.partitions != k or moving.p0 != stationary.p0:
+        raise LimitError(f"{op}: stationary and moving must share the contraction partitions (K): "
+                         f"{stationary.shape} from {stationary.p0} vs {moving.shape} from {moving.p0}")
+    if k > MATMUL_K_MAX:
+        raise LimitError(f"{op}: contraction K={k} exceeds {MATMUL_K_MAX} (partitions)")
+    if m > MATMUL_M_MAX:
+        raise LimitError(f"{op}: stationary free size M={m} exceeds {MATMUL_M_MAX} (gemm_stationary_fmax)")
+    if n > MATMUL_N_MAX:
+        raise LimitError(f"{op}: moving free size N={n} exceeds {MATMUL_N_MAX} (gemm_moving_fmax: one PSUM bank "
+                         "of fp32)")
+    if dst.partitions != m or dst.free_size != n:
+        raise KernelError(f"{op}: dst {dst.shape} must be [M={m}, N={n}]")
+    if dst.dtype != np.float32:
+        raise LimitError(f"{op}: dst must be fp32 on Trn2, got {dst.dtype}")
+    floats = [t.dtype for t in (stationary, moving)]
+    if not all(is_float(d) for d in floats):
+        raise UnsupportedError(f"{op}: matmul inputs must be float types, got {floats}")
+    if (np.float32 in floats) and floats[0] != floats[1]:
+        raise LimitError(f"{op}: an fp32 input needs an fp32 partner, got {floats}")
+    first, last = dst.free_byte_span()
+    if first // PSUM_BANK_BYTES != last // PSUM_BANK_BYTES:
+        raise LimitError(f"{op}: dst spans PSUM bytes {first}..{last} of a partition, crossing a 2 KiB PSUM bank "
+                         "boundary (a matmul writes within one bank)")
+    state = dst._written
+    if accumulate is None:
+        if (state == NEVER).all():
+            accumulate = False
+        elif (state == BY_MATMUL).all():
+            accumulate = True
+        else:
+            raise LimitError(f"{op}: accumulate=None into PSUM partly unwritten or written by a non-matmul "
+                             "instruction: the accumulation would start from undefined values (pass accumulate=False)")
+    if accumulate and not (state == BY_MATMUL).all():
+        raise LimitError(f"{op}: accumulate=True into PSUM that no matmul with accumulate=False initialised "
+                         "(never written, or written by memset/tensor_copy: undefined on Trn2)")
+    product = stationary.read().reshape(k, m).T @ moving.read().reshape(k, n)
+    if accumulate:
+        product = dst.read().reshape(m, n) + product
+    _write(dst, product, BY_MATMUL)
+    counts = machine.current().counts
+    counts.instruction("tensor", moving.size, n)
+    counts.matmul_flops += 2 * k * m * n
+
+
+def nc_transpose(dst, data, engine=engine.unknown, name=None):
+    """dst[F, P] = data[P, F].T: TensorE (SBUF -> PSUM, <= [128, 128]) or VectorE (<= [32, 32])."""
+    op = "nisa.nc_transpose"
+    eng = _engine(engine, ("tensor", "vector"), "tensor", op)
+    _tile(data, "data", op, psum=eng == "vector")
+    _tile(dst, "dst", op, sbuf=eng == "vector")
+    p, f = data.partitions, data.free_size
+    limit = TRANSPOSE_TENSOR_MAX if eng == "tensor" else TRANSPOSE_VECTOR_MAX
+    if p > limit or f > limit:
+        raise LimitError(f"{op}: [{p}, {f}] exceeds [{limit}, {limit}] on the {eng} engine")
+    if dst.partitions != f or dst.free_size != p:
+        raise KernelError(f"{op}: dst {dst.shape} must be [{f}, {p}]")
+    if dst.dtype != data.dtype:
+        raise KernelError(f"{op}: dst dtype {dst.dtype} must equal data dtype {data.dtype}")
+    dst._np[...] = data._np.reshape(p, f).T.reshape(dst.shape)
+    if dst._written is not None:
+        dst._written[...] = BY_MATMUL if eng == "tensor" else BY_OTHER
+    counts = machine.current().counts
+    counts.instruction(eng, data.size, p if eng == "tensor" else f)
+    if eng == "tensor":
+        counts.matmul_flops += 2 * p * f * p
+
+
+# ----------------------------------------------------------------------------------------------- ScalarE
+
+def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+               name=None):
+    """dst = op(data * scale + bias) on ScalarE; scale and bias are constants or [P, 1] tiles (scale fp32).
+
+    With reduce_cmd: reset sets the per-partition reduce registers to 0, reset_reduce sets them to the sum of this
+    output along the free dims, reduce adds that sum, idle leaves them. reduce_res (a [P, 1] tile) then receives the
+    registers (an extra instruction). Registers never set are NaN. Inputs outside the documented valid range of the
+    function (rsqrt [2^-87, 2^97], sqrt, log, reciprocal...) are refused: the engine returns garbage there.
+    """
+    name_ = "nisa.activation"
+    if not isinstance(op, Op):
+        raise KernelError(f"{name_}: op must be an nl activation function, got {op!r}")
+    op.check_hardware()
+    if not op.act:
+        raise UnsupportedError(f"{name_}: {op!r} is not a ScalarE activation function")
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _lanes(name_, dst, data)
+    _same_free(name_, dst, data)
+    if reduce_op is not None and reduce_op is not OPS["add"]:
+        raise UnsupportedError(f"{name_}: reduce_op must be nl.add, got {reduce_op!r}")
+    if reduce_cmd is _RC.load_reduce:
+        raise UnsupportedError(f"{name_}: reduce_cmd.load_reduce is not in the interpreted subset")
+    if reduce_cmd in (_RC.reduce, _RC.reset_reduce) and reduce_op is None:
+        raise KernelError(f"{name_}: reduce_cmd={reduce_cmd.name} needs reduce_op=nl.add")
+    if reduce_res is not None:
+        _tile(reduce_res, "reduce_res", name_)
+        _lanes(name_, data, reduce_res)
+        if reduce_res.free_size != 1:
+            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    s = _operand(scale, data, name_, "scale", fp32=True)
+    b = f32(0) if bias is None else _operand(bias, data, name_, "bias")
+    with np.errstate(all="ignore"):
+        z = (data.read() * s + b).astype(f32)
+    _check_range(op, z, name_)
+    out = op.apply(z)
+    _write(dst, out)
+    m = machine.current()
+    _count("scalar", data)
+    lanes = slice(data.p0, data.p0 + data.partitions)
+    if reduce_cmd in (_RC.reset, _RC.reset_reduce):
+        m.act_regs[lanes] = 0
+    if reduce_cmd in (_RC.reduce, _RC.reset_reduce):
+        m.act_regs[lanes] += out.reshape(data.partitions, -1).sum(axis=1, dtype=f32)
+    if reduce_res is not None:
+        _write(reduce_res, m.act_regs[lanes])
+        m.counts.instruction("scalar", data.partitions, 1)
+
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """activation(..., reduce_cmd=reset_reduce) with reduce_res."""
+    activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
+               reduce_cmd=_RC.reset_reduce)
+
+
+def _check_range(op: Op, z: np.ndarray, where: str) -> None:
+    if op.name not in ACTIVATION_RANGES:
+        return
+    lo, hi, symmetric = ACTIVATION_RANGES[op.name]
+    v = np.abs(z) if symmetric else z
+    bad = ~np.isnan(v) & ((v < lo) | (v > hi))
+    if bad.any():
+        rng = f"±[{lo:.3g}, {hi:.3g}]" if symmetric else f"[{lo:.3g}, {hi:.3g}]"
+        raise LimitError(f"{where}: nl.{op.name} input {z[bad].flat[0]!r} outside its valid input range {rng} on "
+                         "ScalarE")
+
+
+# ----------------------------------------------------------------------------------------------- VectorE / GpSimd
+
+def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
+    """dst = data1 op data2 elementwise on VectorE (GpSimd for nl.power); not both inputs in PSUM."""
+    name_ = "nisa.tensor_tensor"
+    op = _alu(op, name_)
+    if op.arity != 2:
+        raise KernelError(f"{name_}: {op!r} is not a binary operator")
+    eng = "gpsimd" if op.name == "power" else _engine(engine, ("vector", "gpsimd"), "vector", name_)
+    for role, t in (("dst", dst), ("data1", data1), ("data2", data2)):
+        _tile(t, role, name_)
+    if data1.is_psum and data2.is_psum:
+        raise LimitError(f"{name_}: data1 and data2 cannot both be in PSUM")
+    if eng == "gpsimd":
+        _no_psum_on_gpsimd(name_, dst, data1, data2)
+    _lanes(name_, dst, data1, data2)
+    _same_free(name_, data1, data2)
+    _same_free(name_, dst, data1)
+    _write(dst, op.apply(data1.read(), data2.read().reshape(data1.shape)))
+    _count(eng, data1)
+
+
+def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
+                  engine=engine.unknown, name=None):
+    """dst = (data op0 operand0) op1 operand1 with scalar or [P, 1] operands; VectorE by default, ScalarE only for
+    multiply[+add] / add, GpSimd for rsqrt."""
+    name_ = "nisa.tensor_scalar"
+    ops_ = [_alu(op0, name_, "op0")] + ([_alu(op1, name_, "op1")] if op1 is not None else [])
+    if any(o.name == "rsqrt" for o in ops_):
+        eng = _engine(engine, ("gpsimd",), "gpsimd", name_)
+    else:
+        eng = _engine(engine, ("vector", "scalar", "gpsimd"), "vector", name_)
+    if eng == "scalar" and [o.name for o in ops_] not in (["multiply", "add"], ["multiply"], ["add"]):
+        raise UnsupportedError(f"{name_}: on ScalarE only multiply(+add) or add, got {ops_}")
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    if eng == "gpsimd":
+        _no_psum_on_gpsimd(name_, dst, data, operand0, operand1)
+    _lanes(name_, dst, data)
+    _same_free(name_, dst, data)
+    out = data.read()
+    for o, operand, reverse, role in ((ops_[0], operand0, reverse0, "operand0"),
+                                      *(((ops_[1], operand1, reverse1, "operand1"),) if op1 is not None else ())):
+        if o.arity == 1:
+            if operand not in (None, 0, 0.0):
+                raise KernelError(f"{name_}: {role} must be None or 0 for the unary {o!r}")
+            out = o.apply(out)
+        else:
+            out = _apply(o, out, _operand(operand, data, name_, role, fp32=True), reverse)
+    _write(dst, out)
+    _count(eng, data)
+
+
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    """dst = (data op0 operand0) op1 operand1 on VectorE: operand0 a scalar or [P, 1] tile, operand1 like data."""
+    name_ = "nisa.scalar_tensor_tensor"
+    o0, o1 = _alu(op0, name_, "op0"), _alu(op1, name_, "op1")
+    if o0.arity != 2 or o1.arity != 2:
+        raise KernelError(f"{name_}: op0 and op1 must be binary operators")
+    for role, t in (("dst", dst), ("data", data), ("operand1", operand1)):
+        _tile(t, role, name_)
+    if data.is_psum and operand1.is_psum:
+        raise LimitError(f"{name_}: data and operand1 cannot both be in PSUM")
+    _lanes(name_, dst, data, operand1)
+    _same_free(name_, data, operand1)
+    _same_free(name_, dst, data)
+    tmp = _apply(o0, data.read(), _operand(operand0, data, name_, "operand0"), reverse0)
+    _write(dst, _apply(o1, tmp, operand1.read().reshape(data.shape), reverse1))
+    _count("vector", data)
+
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """Reduce the last free axes of data on VectorE (never the partition axis); optional negation."""
+    name_ = "nisa.tensor_reduce"
+    op = _alu(op, name_)
+    if op.reduce is None:
+        raise UnsupportedError(f"{name_}: {op!r} is not a reduction operator in the interpreted subset")
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _lanes(name_, dst, data)
+    axes = sorted({a % data.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    if not axes or axes[0] == 0:
+        raise LimitError(f"{name_}: cannot reduce the partition axis 0 (use a ones-matmul or tensor_partition_reduce)")
+    if axes != list(range(axes[0], data.ndim)):
+        raise UnsupportedError(f"{name_}: axes {axes} must be the last contiguous free axes of {data.shape}")
+    out = op.reduce(data.read(), axis=tuple(axes), keepdims=True)
+    if negate:
+        out = -out
+    if dst.free_size != math.prod(out.shape[1:]):
+        raise KernelError(f"{name_}: dst {dst.shape} does not hold the reduction of {data.shape} over {axes}")
+    _write(dst, out)
+    _count("vector", data)
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    """Reduce across partitions on GpSimd: dst[1, F] = op over p of data[p, F]. Never PSUM."""
+    name_ = "nisa.tensor_partition_reduce"
+    op = _alu(op, name_)
+    if op.reduce is None:
+        raise UnsupportedError(f"{name_}: {op!r} is not a reduction operator in the interpreted subset")
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _no_psum_on_gpsimd(name_, dst, data)
+    if dst.partitions != 1 or dst.free_size != data.free_size:
+        raise KernelError(f"{name_}: dst {dst.shape} must be [1, {data.free_size}]")
+    _write(dst, op.reduce(data.read().reshape(data.partitions, -1), axis=0, keepdims=True))
+    _count("gpsimd", data)
+
+
+def reciprocal(dst, data, name=None):
+    """dst = 1 / data on VectorE (more precise than ScalarE's, ~8x slower on wide tiles)."""
+    name_ = "nisa.reciprocal"
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _lanes(name_, dst, data)
+    _same_free(name_, dst, data)
+    _write(dst, OPS["reciprocal"].apply(data.read()))
+    _count("vector", data)
+
+
+def _affine(dst: Tensor, pattern, offset: int, channel_multiplier: int, name_: str) -> np.ndarray:
+    pattern = [tuple(int(v) for v in p) for p in pattern]
+    if not 1 <= len(pattern) <= 4 or any(len(p) != 2 for p in pattern):
+        raise KernelError(f"{name_}: pattern must be 1 to 4 [step, num] pairs, got {pattern}")
+    nums = [num for _, num in pattern]
+    if math.prod(nums) != dst.free_size:
+        raise KernelError(f"{name_}: pattern covers {math.prod(nums)} elements, dst has {dst.free_size} per partition")
+    values = np.full((dst.partitions, *nums), offset, dtype=np.int64)
+    values += (np.arange(dst.partitions) * channel_multiplier).reshape(-1, *([1] * len(nums)))
+    for i, (step, num) in enumerate(pattern):
+        shape = [1] * (len(nums) + 1)
+        shape[i + 1] = num
+        values += (np.arange(num) * step).reshape(shape)
+    return values.reshape(dst.partitions, -1)
+
+
+def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
+    """dst[p, ...] = offset + p * channel_multiplier + sum(i_k * step_k) on GpSimd, into SBUF."""
+    name_ = "nisa.iota"
+    _tile(dst, "dst", name_)
+    _no_psum_on_gpsimd(name_, dst)
+    _write(dst, _affine(dst, pattern, offset, channel_multiplier, name_).astype(f32))
+    _count("gpsimd", dst)
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=OPS["equal"], offset=0,
+                  name=None):
+    """dst = on_true_tile where cmp_op(affine value, 0) else on_false_value, on GpSimd, SBUF only."""
+    name_ = "nisa.affine_select"
+    _tile(dst, "dst", name_), _tile(on_true_tile, "on_true_tile", name_)
+    _no_psum_on_gpsimd(name_, dst, on_true_tile)
+    _lanes(name_, dst, on_true_tile)
+    _same_free(name_, dst, on_true_tile)
+    cmp_op = _alu(cmp_op, name_, "cmp_op")
+    pred = cmp_op.apply(_affine(dst, pattern, offset, channel_multiplier, name_).astype(f32), f32(0)) != 0
+    values = on_true_tile.read().reshape(dst.partitions, -1)
+    _write(dst, np.where(pred, values, f32(on_false_value)))
+    _count("gpsimd", dst)
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise NotInSubsetError(f"nki.isa.{name} is not in the interpreted subset")

@@ -1,0 +1,229 @@
+"""Tensors of the interpreter: a storage (one allocation, NumPy-backed) and views of it.
+
+A `Tensor` is what a kernel holds: `nl.ndarray` returns one over a fresh `Storage`; indexing (`t[a:b, :]`, `nl.ds`)
+and `reshape` return views that share the storage, as in NKI. On-chip tensors (SBUF, PSUM) keep dim 0 as the
+partition dim: it is never dropped or strided, integer indexing on it keeps a size-1 dim, and a view that would be
+under 2-D keeps a trailing size-1 dim. HBM tensors drop integer-indexed dims. Slices must lie inside the tensor
+(NumPy would silently clip them; the hardware would read out of bounds), and steps are positive.
+
+New storage is filled with NaN (floats) or 4 (integers), as the official simulator does, so reading memory that was
+never written shows up as NaN in the result. PSUM storage also records, per element, what last wrote it (nothing, a
+matmul, or another instruction) so that accumulating into PSUM that no matmul started is refused.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+import ml_dtypes
+import numpy as np
+
+from .errors import KernelError, LimitError, UnsupportedError
+
+# what last wrote a PSUM element
+NEVER, BY_MATMUL, BY_OTHER = 0, 1, 2
+
+_ML_FLOATS = {np.dtype(getattr(ml_dtypes, n)) for n in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2")
+              if hasattr(ml_dtypes, n)}
+
+
+class MemoryRegion(Enum):
+    sbuf = "sbuf"
+    psum = "psum"
+    private_hbm = "private_hbm"
+    shared_hbm = "shared_hbm"
+
+    @property
+    def on_chip(self) -> bool:
+        return self in (MemoryRegion.sbuf, MemoryRegion.psum)
+
+
+def is_float(dtype) -> bool:
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype in _ML_FLOATS
+
+
+@dataclass(frozen=True)
+class DynSlice:
+    """`nl.ds(start, size)`: the slice start:start+size."""
+
+    start: int
+    size: int
+
+
+class Storage:
+    """One allocation. The interpreter's memory accounting watches its lifetime (see memory.py)."""
+
+    __slots__ = ("array", "buffer", "written", "name", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype, buffer: MemoryRegion, name: str = ""):
+        dtype = np.dtype(dtype)
+        self.array = np.full(shape, np.nan if is_float(dtype) else 4, dtype=dtype)
+        self.buffer = buffer
+        self.written = np.zeros(shape, np.uint8) if buffer is MemoryRegion.psum else None
+        self.name = name
+
+    @property
+    def bytes_per_partition(self) -> int:
+        return math.prod(self.array.shape[1:]) * self.array.itemsize
+
+
+class Tensor:
+    """A view of a storage: the `NkiTensor` subset kernels use (shape, dtype, buffer, indexing, reshape)."""
+
+    __slots__ = ("storage", "_np", "_written", "p0")
+
+    def __init__(self, storage: Storage, data: np.ndarray, written: np.ndarray | None, p0: int = 0):
+        self.storage = storage
+        self._np = data  # a NumPy view of storage.array
+        self._written = written  # the same view of storage.written (PSUM only)
+        self.p0 = p0  # first partition of this view (on-chip)
+
+    @classmethod
+    def whole(cls, storage: Storage) -> "Tensor":
+        return cls(storage, storage.array[...], None if storage.written is None else storage.written[...])
+
+    # --- what kernels read
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self._np.shape)
+
+    @property
+    def dtype(self):
+        return self._np.dtype
+
+    @property
+    def buffer(self) -> MemoryRegion:
+        return self.storage.buffer
+
+    @property
+    def ndim(self) -> int:
+        return self._np.ndim
+
+    @property
+    def size(self) -> int:
+        return int(self._np.size)
+
+    # --- what the interpreter reads
+    @property
+    def on_chip(self) -> bool:
+        return self.buffer.on_chip
+
+    @property
+    def is_psum(self) -> bool:
+        return self.buffer is MemoryRegion.psum
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0]
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition."""
+        return math.prod(self.shape[1:])
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._np.itemsize
+
+    def free_byte_span(self) -> tuple[int, int]:
+        """First and last byte this view touches inside one partition's row of the storage (on-chip)."""
+        base = self.storage.array
+        start = (self._np.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+                 - self.p0 * base.strides[0])
+        extent = sum((n - 1) * s for n, s in zip(self._np.shape[1:], self._np.strides[1:]))
+        return start, start + extent + self._np.itemsize - 1
+
+    def read(self) -> np.ndarray:
+        """The values as float32 (engines compute in fp32)."""
+        return self._np.astype(np.float32)
+
+    # --- views
+    def __getitem__(self, key) -> "Tensor":
+        key = _normalize(key, self.shape, self.on_chip)
+        data = self._np[key]
+        written = None if self._written is None else self._written[key]
+        p0 = self.p0
+        if self.on_chip:
+            p0 += key[0].start
+            while data.ndim < 2:  # on-chip views stay >= 2-D: keep a trailing size-1 dim
+                data = data[..., None]
+                written = None if written is None else written[..., None]
+        elif data.ndim == 0:
+            data = data[None]
+        return Tensor(self.storage, data, written, p0)
+
+    def reshape(self, shape) -> "Tensor":
+        shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape = tuple(self.size // known if s == -1 else s for s in shape)
+        if math.prod(shape) != self.size:
+            raise KernelError(f"reshape: {self.shape} has {self.size} elements, {shape} has {math.prod(shape)}")
+        if self.on_chip and shape[0] != self.shape[0]:
+            raise LimitError(f"reshape of an on-chip tensor must keep the partition dim: {self.shape} -> {shape}")
+        try:
+            data = _view_as(self._np, shape)
+            written = None if self._written is None else _view_as(self._written, shape)
+        except (ValueError, AttributeError) as e:
+            raise UnsupportedError(f"reshape {self.shape} -> {shape} needs a contiguous view") from e
+        return Tensor(self.storage, data, written, self.p0)
+
+    def __setitem__(self, key, value):
+        raise UnsupportedError("assigning into a tensor is not in the interpreted subset: use nisa.tensor_copy, "
+                               "nisa.dma_copy or nl.store")
+
+    def __iter__(self):
+        raise TypeError("an NKI tensor is not iterable")
+
+    def __repr__(self) -> str:
+        name = f" {self.storage.name!r}" if self.storage.name else ""
+        return f"<Tensor{name} {self.shape} {self.dtype} {self.buffer.value}>"
+
+
+def _view_as(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """`a` reshaped without copying (raises when the layout does not allow it)."""
+    try:
+        return np.reshape(a, shape, copy=False)
+    except TypeError:  # NumPy < 2.1 has no copy=
+        v = a.view()
+        v.shape = shape
+        return v
+
+
+def _normalize(key, shape: tuple[int, ...], on_chip: bool) -> tuple:
+    """A NumPy basic-indexing key for `shape`, checked against the bounds; on-chip dim 0 stays a slice."""
+    key = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise KernelError("at most one ... in an index")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
+    if len(key) > len(shape):
+        raise KernelError(f"too many indices ({len(key)}) for a tensor of shape {shape}")
+    key = key + (slice(None),) * (len(shape) - len(key))
+    out = []
+    for d, (k, n) in enumerate(zip(key, shape)):
+        if isinstance(k, DynSlice):
+            k = slice(k.start, k.start + k.size)
+        if isinstance(k, (int, np.integer)) and not isinstance(k, bool):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise LimitError(f"index {k} out of bounds for dim {d} of size {n}")
+            out.append(slice(i, i + 1) if on_chip and d == 0 else i)
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else int(k.step)
+            start = 0 if k.start is None else int(k.start) + (n if k.start < 0 else 0)
+            stop = n if k.stop is None else int(k.stop) + (n if k.stop < 0 else 0)
+            if step < 1:
+                raise UnsupportedError(f"slice step {step}: only positive steps")
+            if not 0 <= start < stop <= n:
+                raise LimitError(f"slice {start}:{stop} out of bounds for dim {d} of size {n}")
+            if on_chip and d == 0 and step != 1:
+                raise LimitError("the partition dim of an on-chip tensor cannot be strided")
+            out.append(slice(start, stop, step))
+        else:
+            raise UnsupportedError(f"index {k!r} is not in the interpreted subset (ints, slices, ..., nl.ds)")
+    return tuple(out)

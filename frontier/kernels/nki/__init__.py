@@ -1,0 +1,39 @@
+"""NKI kernels for Trn2, written for the top-level `nki` package (API of NKI 0.3-0.6).
+
+Each kernel module imports `nki`, `nki.language as nl` and `nki.isa as nisa` at module level, so it imports only
+where the real `nki` is installed (a Neuron machine). Anywhere else, `frontier.kernels.interpreter.load(MODULE)`
+runs the same source with the interpreter's NumPy `nki`. This package itself imports no `nki`.
+
+    rmsnorm  rmsnorm_fwd(x, eps), rmsnorm_bwd(x, dy, eps): RMSNorm without a learned weight
+    adamw    adamw(param, grad, m, v, step_size, inv_bc2, decay, beta1, beta2, eps): one AdamW step, flat fp32
+    rotary   rope_fwd(x, cos, sin), rope_bwd(dy, cos, sin): rotary embedding (rotate-half), backward = sin negated
+    relu2_mlp  mlp_fwd(x, w1, w2), mlp_bwd(x, w1, w2, dy): relu(x W1^T)^2 W2^T; the backward recomputes h
+    head_ce  head_ce_fwd(hidden, w, targets, cap), head_ce_bwd(...): head + softcap + cross-entropy, online
+             log-sum-exp over vocabulary chunks; the backward recomputes each logit tile
+    newton_schulz  newton_schulz(g, steps=5): Muon's orthogonalisation
+
+Not yet wired into the model: `gpt.py` and the optimisers still call PyTorch directly (the custom-op layer that
+chooses between the reference, these kernels on Neuron and the interpreter is the next step).
+
+Per-step scalars never enter a kernel as Python numbers (they are compile-cache keys: every step would
+recompile): `adamw_step_scalars` makes them [128, 1] fp32 arrays for the kernel's HBM inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+KERNELS = tuple(f"frontier.kernels.nki.{m}" for m in ("rmsnorm", "adamw", "rotary", "relu2_mlp", "head_ce",
+                                                       "newton_schulz"))
+P = 128
+
+
+def adamw_step_scalars(lr: float, step: int, beta1: float, beta2: float, weight_decay: float) -> dict[str, np.ndarray]:
+    """The per-step inputs of `adamw.adamw` for step `step` (1-based, as torch.optim.AdamW counts), as [128, 1] fp32:
+    step_size = lr / (1 - beta1^step), inv_bc2 = 1 / (1 - beta2^step), decay = 1 - lr * weight_decay."""
+    values = {
+        "step_size": lr / (1.0 - beta1**step),
+        "inv_bc2": 1.0 / (1.0 - beta2**step),
+        "decay": 1.0 - lr * weight_decay,
+    }
+    return {k: np.full((P, 1), v, dtype=np.float32) for k, v in values.items()}
