@@ -18,10 +18,11 @@ from .config import BigramConfig, EMAConfig, ModelConfig, NGramConfig, OptimConf
 from .errors import UserError
 from .profiles import Profile, get_profile
 
-# The EMA recipe's weight average (placeholders until chapter 05's sweep): start at half the run, a half-life of a
-# tenth of the run, an update every step, the EMA alone evaluated.
+# The EMA recipe's weight average, chosen by chapter 05's sweep at the cpu profile (start 0.5 or 0.75 x half-life
+# 0.05 or 0.15 of the run, one seed each, runs/cpu/ema-start*-hl*/s0; the largest gain of the EMA over the live
+# weights inside a run was start 0.5, half-life 0.15): an update every step, the EMA alone evaluated.
 EMA_START_FRAC = 0.5
-EMA_HALF_LIFE_FRAC = 0.1
+EMA_HALF_LIFE_FRAC = 0.15
 EMA_EVERY = 1
 EMA_MIX = 1.0
 

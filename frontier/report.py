@@ -5,6 +5,8 @@ from __future__ import annotations
 from statistics import mean, stdev
 from typing import Iterable, Sequence
 
+from .compare import run_label
+
 
 def fmt(value, spec: str = ".4f") -> str:
     if value is None:
@@ -41,7 +43,7 @@ def run_rows(recs: Sequence[dict]) -> list[dict]:
     """One row per run with the fields every chapter shows."""
     return [
         {
-            "run": f"{r.get('label') or r['recipe']} s{r['seed']}",
+            "run": f"{run_label(r)} s{r['seed']}",
             "val_bpb": r.get("val_bpb"),
             "steps": r.get("steps"),
             "tokens_per_s": round(r["tokens_per_s"]) if r.get("tokens_per_s") else None,
@@ -76,7 +78,7 @@ def provenance(recs: Sequence[dict]) -> str:
     """One line per code version behind `recs`: which runs it trained, and what reproduced them."""
     by: dict[str, list[str]] = {}
     for r in recs:
-        by.setdefault(code_of(r), []).append(f"{r.get('label') or r['recipe']} s{r['seed']}")
+        by.setdefault(code_of(r), []).append(f"{run_label(r)} s{r['seed']}")
     return "\n".join(f"  - code {k}: {', '.join(v)}" for k, v in by.items())
 
 
