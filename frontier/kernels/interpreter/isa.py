@@ -389,7 +389,7 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     if any(o.name == "rsqrt" for o in ops_):
         eng = _engine(engine, ("gpsimd",), "gpsimd", name_)
     else:
-        eng = _engine(engine, ("vector", "scalar", "gpsimd"), "vector", name_)
+        eng = _engine(engine, ("vector", "scalar"), "vector", name_)  # GpSimd: rsqrt only (the docs)
     if eng == "scalar" and [o.name for o in ops_] not in (["multiply", "add"], ["multiply"], ["add"]):
         raise UnsupportedError(f"{name_}: on ScalarE only multiply(+add) or add, got {ops_}")
     _tile(dst, "dst", name_), _tile(data, "data", name_)
