@@ -100,7 +100,7 @@ spreads = {"(a) same seed, same steps": [r["val_bpb"] for r in a],
            "(c) different seeds": [r["val_bpb"] for r in c]}
 for name, v in spreads.items():
     print(f"{name}: {report.pm(v)}; range {max(v) - min(v):.4f}")
-print(f"(b) steps reached: {[r['steps'] for r in b]}, tokens/s {[round(r['tokens_per_s']) for r in b]}; "
+print(f"(b) steps reached: {[r['steps'] for r in b]}, tokens/s {[round(r['tokens_per_s'] or 0) for r in b]}; "
       f"code: {[report.code_of(r) for r in b]}")
 
 # %%
