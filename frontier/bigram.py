@@ -97,15 +97,12 @@ class BigramEmbedding(nn.Module):
         return self.scale * self.signs[sign_index(idx)][..., None] * vals
 
 
-class DenseTableAdamW:
-    """The reference: AdamW over the whole table, every step."""
+class TorchTableOptimizer:
+    """A `torch.optim` optimizer over the whole table (`self.opt`), its learning rate set by the schedule."""
 
-    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):
-        self.emb = emb
-        self.params = [emb.table]
-        self.opt = torch.optim.AdamW([emb.table], lr=cfg.lr, betas=o.adam_betas, eps=o.adam_eps,
-                                     weight_decay=o.weight_decay, fused=fused or None)
-        self.base_lr = cfg.lr
+    emb: BigramEmbedding
+    opt: torch.optim.Optimizer
+    base_lr: float
 
     def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
         for g in self.opt.param_groups:
@@ -120,6 +117,17 @@ class DenseTableAdamW:
 
     def load_state_dict(self, state: dict) -> None:
         self.opt.load_state_dict(state)
+
+
+class DenseTableAdamW(TorchTableOptimizer):
+    """The reference: AdamW over the whole table, every step."""
+
+    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):
+        self.emb = emb
+        self.params = [emb.table]
+        self.opt = torch.optim.AdamW([emb.table], lr=cfg.lr, betas=o.adam_betas, eps=o.adam_eps,
+                                     weight_decay=o.weight_decay, fused=fused or None)
+        self.base_lr = cfg.lr
 
 
 class SparseRowAdam:
@@ -250,7 +258,7 @@ class SparseGradBigram(BigramEmbedding):
         return self.scale * self.signs[sign_index(idx)][..., None] * vals
 
 
-class TorchSparseAdam:
+class TorchSparseAdam(TorchTableOptimizer):
     """`torch.optim.SparseAdam` on the table. What it does (read in torch 2.13's `torch/optim/sparse_adam.py` and
     `_functional.py::sparse_adam`, and tested): it coalesces the gradient and updates the moments and weights of
     the rows in it only (lazy Adam, like `SparseRowAdam`), but corrects the bias with one step count for the whole
@@ -264,14 +272,6 @@ class TorchSparseAdam:
         self.params = [emb.table]
         self.opt = torch.optim.SparseAdam([emb.table], lr=cfg.lr, betas=o.adam_betas, eps=o.adam_eps)
         self.base_lr = cfg.lr
-
-    def step(self, inputs: torch.Tensor, lr_mult: float) -> None:
-        for g in self.opt.param_groups:
-            g["lr"] = self.base_lr * lr_mult
-        self.opt.step()
-
-    def zero_grad(self) -> None:
-        self.opt.zero_grad(set_to_none=True)
 
 
 def table_setup(kind: str, rows: int, dim: int, batch_shape: tuple[int, int], o: OptimConfig | None = None,
