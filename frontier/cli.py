@@ -85,6 +85,9 @@ def cmd_train(a) -> int:
 
     device = select_device(a.device)
     label = None
+    if a.resume and a.kernels:
+        raise UserError("--kernels cannot change a run being resumed", "drop it: --resume continues the run's own "
+                        "config")
     if a.resume and any(getattr(a, flag) is not None for flag in EMA_FLAGS):
         raise UserError("--ema-* flags cannot change a run being resumed", "drop them: --resume continues the run's "
                         "own config")
@@ -108,11 +111,15 @@ def cmd_train(a) -> int:
             label = ema_label(ema)
         dataset = _load_dataset(a.data, profile.vocab_size)
         # the model takes the data's vocabulary
-        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema)
+        from .kernels import default_for
+
+        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema,
+                      kernels=a.kernels or default_for(device))
         seed = a.seed
         stamp = time.strftime("%Y%m%d-%H%M%S")
         run_dir = Path(a.out) if a.out else Path("runs") / cfg.profile / f"{cfg.recipe}-s{seed}-{stamp}"
-    print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}); "
+    print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}), kernels "
+          f"{cfg.train.kernels}; "
           f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}; run folder {run_dir}",
           flush=True)
     rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
@@ -185,6 +192,26 @@ def cmd_profiles(a) -> int:
     for name, p in PROFILES.items():
         print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
               f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s")
+    return 0
+
+
+def cmd_kernels(a) -> int:
+    from .devices import select_device
+    from .kernels import status
+
+    device = select_device(a.device) if a.device != "auto" else None
+    rows = status(device)
+    last = None
+    for r in rows:
+        if r["op"] != last:
+            print(f"{r['op']}: {r['what']}")
+            last = r["op"]
+        runs = "can run here" if r["runs_here"] else f"cannot run here: {r['why_not']}"
+        print(f"  {r['impl']:<12}{r['source']:<58}{runs}")
+    print("attention: torch.nn.functional.scaled_dot_product_attention (not a frontier op; the vendor's kernel on "
+          "Neuron)")
+    print("choose with `frontier train --kernels reference|interpreter|nki` (default: nki on a Neuron device, "
+          "reference elsewhere); each run checks, before training, that its choice runs every op at its shapes")
     return 0
 
 
@@ -277,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", metavar="RUN_DIR", help="run folder (default runs/PROFILE/RECIPE-sSEED-TIME)")
     s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
     s.add_argument("--strict", action="store_true", help="make silent slow paths errors (e.g. recompiling after warm-up)")
+    s.add_argument("--kernels", choices=("reference", "interpreter", "nki"),
+                   help="what runs the fused ops (RMSNorm, RoPE, MLP, head + cross-entropy, Newton-Schulz, AdamW): "
+                        "PyTorch, the NKI kernels in the interpreter (slow, for verification), or the NKI kernels on "
+                        "Neuron (default: nki on a Neuron device, reference elsewhere); see `frontier kernels`")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     e = s.add_argument_group("weight average (EMA)", "change the EMA of a recipe that has one (ema); any other recipe "
                              "refuses these. They are recorded in the config (and its hash); the run is labelled "
@@ -359,6 +390,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_recipes)
     s = sub.add_parser("profiles", help="list the profiles")
     s.set_defaults(func=cmd_profiles)
+    s = sub.add_parser("kernels", help="list the fused ops, their implementations, and which can run here")
+    s.add_argument("--device", default="auto", choices=DEVICES, help="judge the nki implementation for this device")
+    s.set_defaults(func=cmd_kernels)
     return p
 
 

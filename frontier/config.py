@@ -121,6 +121,7 @@ class TrainConfig:
     bpb_convention: str = "nanochat"  # or "parameter-golf"
     log_every: int = 1
     ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.ema`)
+    kernels: str = "reference"  # what runs the fused ops (`frontier.kernels`): reference | interpreter | nki
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ class RunConfig:
         return stable_hash(d)
 
 
-LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None}}
+LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

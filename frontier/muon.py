@@ -2,10 +2,11 @@
 
 For each 2-D weight: buf = momentum * buf + (1 - momentum) * grad; the Nesterov direction
 g = (1 - momentum) * grad + momentum * buf; the update is orthogonalise(g) scaled by sqrt(max(1, rows / cols)).
-orthogonalise runs five Newton-Schulz iterations with the quintic coefficients (a, b, c) = (3.4445, -4.7750,
-2.0315) on the Frobenius-normalised matrix (transposed when it is tall, so X X^T is the small Gram matrix).
-Matrices of the same shape are orthogonalised together, as one batch; with `compile_backend` that batched step
-is a compiled graph (one per shape, all built on the first step).
+orthogonalise is the fused op `frontier::newton_schulz` (`frontier.kernels.ops`; its PyTorch reference is
+`frontier.kernels.reference.newton_schulz`): five Newton-Schulz iterations with the quintic coefficients
+(a, b, c) = (3.4445, -4.7750, 2.0315) on the Frobenius-normalised matrix (transposed when it is tall, so X X^T is
+the small Gram matrix), in `ns_dtype`. Matrices of the same shape are orthogonalised together, as one batch; with
+`compile_backend` the batched step around the op (stack, cast, op, cast back) is a compiled graph, one per shape.
 """
 
 from __future__ import annotations
@@ -14,31 +15,22 @@ from collections import defaultdict
 
 import torch
 
-NS_COEFFS = (3.4445, -4.7750, 2.0315)
+from .kernels import ops
+from .kernels.reference import NS_COEFFS  # noqa: F401  (re-exported: Muon's coefficients)
 
 
-def newton_schulz(g: torch.Tensor, steps: int = 5, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """An approximation of U V^T for g = U S V^T (singular values pushed towards ~1)."""
-    a, b, c = NS_COEFFS
-    x = g.to(dtype)
-    tall = x.size(-2) > x.size(-1)
-    if tall:
-        x = x.mT
-    x = x / (x.norm(dim=(-2, -1), keepdim=True) + 1e-7)
-    for _ in range(steps):
-        gram = x @ x.mT
-        poly = b * gram + c * (gram @ gram)
-        x = a * x + poly @ x
-    if tall:
-        x = x.mT
-    return x.to(g.dtype)
+def newton_schulz(g: torch.Tensor, steps: int = 5, dtype: torch.dtype = torch.float32,
+                  impl: str = "reference") -> torch.Tensor:
+    """An approximation of U V^T for g = U S V^T (singular values pushed towards ~1), computed in `dtype`."""
+    return ops.newton_schulz(g.to(dtype), steps, impl).to(g.dtype)
 
 
 class Muon(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
-                 ns_steps: int = 5, ns_dtype: torch.dtype = torch.float32, compile_backend: str | None = None):
+                 ns_steps: int = 5, ns_dtype: torch.dtype = torch.float32, compile_backend: str | None = None,
+                 kernels: str = "reference"):
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
-        self.ns_dtype = ns_dtype
+        self.ns_dtype, self.kernels = ns_dtype, kernels
         self.orthogonalise = newton_schulz
         if compile_backend is not None:
             self.orthogonalise = torch.compile(newton_schulz, backend=compile_backend, dynamic=False,
@@ -59,6 +51,7 @@ class Muon(torch.optim.Optimizer):
                 buf.lerp_(p.grad, 1 - mom)
                 by_shape[p.shape].append((p, p.grad.lerp(buf, mom) if group["nesterov"] else buf))
             for shape, items in by_shape.items():
-                updates = self.orthogonalise(torch.stack([g for _, g in items]), group["ns_steps"], self.ns_dtype)
+                updates = self.orthogonalise(torch.stack([g for _, g in items]), group["ns_steps"], self.ns_dtype,
+                                             self.kernels)
                 scale = max(1.0, shape[-2] / shape[-1]) ** 0.5
                 torch._foreach_add_([p for p, _ in items], list(updates.unbind(0)), alpha=-group["lr"] * scale)

@@ -1,8 +1,8 @@
 """Which optimiser updates which parameter, and the learning rate by elapsed fraction of the budget.
 
 - Muon: every matrix inside the transformer blocks.
-- AdamW: token embedding, head, and the small extras (gates, scales, mixture weights); their learning rates are
-  scaled by (n_embd / 768) ** -0.5 as in nanochat.
+- AdamW (`frontier.adamw`, its step the fused op `adamw_step`): token embedding, head, and the small extras
+  (gates, scales, mixture weights); their learning rates are scaled by (n_embd / 768) ** -0.5 as in nanochat.
 - The bigram table has its own update (`frontier.bigram`): dense AdamW, or the row-wise sparse Adam.
 - Schedule: constant, then a linear warm-down over the last `warmdown_frac` of the budget to `final_lr_frac`.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .adamw import AdamW
 from .config import RunConfig
 from .errors import UserError
 from .muon import Muon
@@ -70,15 +71,15 @@ class Optimizers:
         if cfg.model.ngram is not None:
             adam_groups.append(dict(params=groups["ngram"], lr=cfg.model.ngram.mix_lr, name="ngram"))
         adam_groups = [g for g in adam_groups if g["params"]]
-        self.adam = torch.optim.AdamW(
-            adam_groups, betas=o.adam_betas, eps=o.adam_eps, weight_decay=o.weight_decay, fused=fused or None
-        )
+        kernels = cfg.train.kernels
+        self.adam = AdamW(adam_groups, betas=o.adam_betas, eps=o.adam_eps, weight_decay=o.weight_decay,
+                          kernels=kernels)
         if cfg.train.compile_optimizer and compile_backend is None:
             raise UserError("this device cannot torch.compile the optimiser step",
                             "use a recipe without compile_optimizer (e.g. 'compile') on this device")
         self.muon = (
             Muon(groups["matrix"], lr=o.matrix_lr, momentum=o.muon_momentum, ns_steps=o.ns_steps, ns_dtype=ns_dtype,
-                 compile_backend=compile_backend if cfg.train.compile_optimizer else None)
+                 compile_backend=compile_backend if cfg.train.compile_optimizer else None, kernels=kernels)
             if groups["matrix"]
             else None
         )

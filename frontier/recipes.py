@@ -97,13 +97,14 @@ def get_recipe(name: str) -> Recipe:
 
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
-            vocab_size: int | None = None, ema: EMAConfig | None = None) -> RunConfig:
+            vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference") -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
     prepared at it). A profile with `fixed_vocab` (trn2) refuses any other size with a one-line `UserError`.
     `ema` replaces the recipe's EMA settings (None: the recipe's own); a recipe without an EMA refuses it with a
-    one-line `UserError`.
+    one-line `UserError`. `kernels` chooses the implementation of the fused ops (`frontier.kernels`; the command
+    line's default is `nki` on a Neuron device, `reference` elsewhere).
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = get_profile(profile) if isinstance(profile, str) else profile
@@ -148,5 +149,6 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         eval_batch_size=p.eval_batch_size,
         log_every=p.log_every,
         ema=f.ema if ema is None else ema,
+        kernels=kernels,
     )
     return RunConfig(recipe=r.name, profile=p.name, model=model, optim=OptimConfig(), train=train)

@@ -34,7 +34,7 @@ from .devices import DeviceInfo
 from .ema import WeightEMA
 from .errors import UserError
 from .gpt import GPT
-from .kernels import implementations
+from . import kernels
 from .optim import Optimizers
 
 CHECKPOINT = "checkpoint.pt"
@@ -61,7 +61,7 @@ def build_model(cfg: RunConfig) -> torch.nn.Module:
         from .ngram import NGramOnly
 
         return NGramOnly(cfg.model.ngram, cfg.model.vocab_size)
-    return GPT(cfg.model, max_seq_len=cfg.train.seq_len, batch_size=cfg.train.batch_size)
+    return GPT(cfg.model, max_seq_len=cfg.train.seq_len, batch_size=cfg.train.batch_size, kernels=cfg.train.kernels)
 
 
 class _StopFlag:
@@ -135,7 +135,9 @@ class Training:
 
 def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int) -> Training:
     """`cfg`'s model, optimisers and data order with `seed`, built in one order so that the trainer, the bench and
-    a replay (`frontier.replay`) start from the same weights and batches."""
+    a replay (`frontier.replay`) start from the same weights and batches. First `kernels.check`: an implementation
+    of the fused ops that cannot run here stops the run before anything is built."""
+    kernels.check(cfg, device)
     torch.manual_seed(seed)
     np.random.seed(seed)
     model = build_model(cfg).to(device.device)
@@ -210,6 +212,7 @@ def train(
         raise UserError(f"budget must be positive (got {cfg.train.budget_s})", "pass --budget SECONDS > 0")
     if steps is not None and steps <= 0:
         raise UserError(f"--steps must be positive (got {steps})", "pass --steps N > 0")
+    kernels.check(cfg, device)  # before anything is written: a choice that cannot run here leaves no run folder
     _prepare_run_dir(run_dir, resume)
     ckpt = None
     if resume:
@@ -255,7 +258,7 @@ def train(
         "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash},
         "params": model.num_params(),
         "strict": strict,
-        "implementations": implementations(cfg, device),
+        "kernels": cfg.train.kernels,
     }
 
     def record(status: str, **extra) -> dict:
@@ -291,6 +294,9 @@ def train(
                       if ngram is not None else None),
             **({"ema": ema.summary()} if ema is not None else {}),
             "curve": curve,
+            # what ran each fused op, counted as the ops ran in this session (not read from the config)
+            "implementations": kernels.implementations(cfg, device),
+            "kernel_calls": kernels.calls(),
             **extra,
         }
         records.write_record(run_dir, rec)
@@ -306,6 +312,7 @@ def train(
     watch = CompileWatch(cfg.train.compile or cfg.train.compile_optimizer, strict, log)
     counting = ngram.cfg.counting if ngram is not None else None
     counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
+    kernels.reset_calls()
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
         counting_s = ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)

@@ -119,11 +119,12 @@ def test_a_field_added_later_keeps_old_hashes_at_its_default():
     from frontier.config import stable_hash
 
     old = cfg.to_dict()
-    for later in ("compile_optimizer", "ema"):
+    for later in ("compile_optimizer", "ema", "kernels"):
         del old["train"][later]
     assert cfg.digest() == stable_hash(old)  # records made before the fields existed still match
     on = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile_optimizer=True))
     assert on.digest() != cfg.digest() and resolve("compile-opt", "smoke").digest() != cfg.digest()
+    assert resolve("compile", "smoke", kernels="interpreter").digest() != cfg.digest()  # the choice is hashed
 
 
 def test_lr_schedule():

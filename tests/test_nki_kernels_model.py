@@ -103,8 +103,8 @@ def _rope_case(shape, seed=0):
     rot = Rotary(hd, t, ROPE_BASE)
     x = torch.from_numpy(_rng(seed).standard_normal((b, t, h, hd)).astype(F32))
     dy = torch.from_numpy(_rng(seed + 1).standard_normal((b, t, h, hd)).astype(F32))
-    cos = rot.cos[0, :t, 0, :].numpy().copy()
-    sin = rot.sin[0, :t, 0, :].numpy().copy()
+    cos = rot.cos[:t].numpy().copy()
+    sin = rot.sin[:t].numpy().copy()
     return rot, x, dy, cos, sin
 
 

@@ -42,7 +42,10 @@ def test_record_has_what_a_reader_needs(smoke_data, tmp_path):
         assert key in rec, key
     assert rec["status"] == "finished" and rec["steps"] == 6
     assert rec["val_bytes"] == smoke_data.val_bytes
-    assert rec["implementations"]["attention"] == "reference"
+    assert rec["implementations"]["attention"].startswith("sdpa")
+    ops = ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy", "newton_schulz", "adamw_step")
+    assert {op: rec["implementations"][op] for op in ops} == dict.fromkeys(ops, "reference")  # observed, not copied
+    assert rec["kernels"] == "reference" and rec["kernel_calls"]["rmsnorm.backward"]["reference"] > 0
     assert rec["hardware"]["cpu_cores"] >= 1 and rec["hardware"]["torch"] == torch.__version__
     assert set(rec["code"]) >= {"git_sha", "dirty"}
     assert json.loads((tmp_path / "r" / "result.json").read_text())["val_bpb"] == rec["val_bpb"]

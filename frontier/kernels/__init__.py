@@ -1,37 +1,208 @@
-"""Which implementation runs each op, recorded in every run record.
+"""The kernel layer: which implementation runs each fused op, whether it can, and what actually ran.
 
-Custom kernels (NKI on Trainium) plug in here as alternatives to the PyTorch reference of an op. The rule: a run
-records the implementation that actually ran for every op, and nothing falls back silently. Today every op of
-the model runs its PyTorch reference; the ops a recipe chooses between (the bigram table's update) say which.
+The fused ops (`frontier.kernels.ops`: rmsnorm, rotary, relu2_mlp, head_softcap_cross_entropy, newton_schulz,
+adamw_step) each have three implementations: `reference` (PyTorch), `interpreter` (the NKI kernel's source in the
+project's NumPy interpreter, any machine, slow) and `nki` (the kernel on a NeuronCore). A run picks one for all of
+them (`--kernels`, `TrainConfig.kernels`: part of its config and hash; default `nki` on a Neuron device,
+`reference` elsewhere).
+
+Nothing falls back. `check(cfg, device)` runs before training and stops a run whose implementation cannot run here
+with one line naming the op and the reason: no Neuron device or no real `nki` (for `nki`), a dtype or shape a kernel
+does not take, an n-gram bias the head kernel has no input for. For the kernel implementations it calls every op
+once at the run's shapes (forward and backward), so a kernel that fails to compile or refuses a shape fails there,
+not mid-run. The run record's `implementations` are counted as the ops run (`ops.calls()`), not copied from here.
+
+Attention is not a fused op of ours: SDPA on CPU and CUDA (the vendor's kernel behind it on Neuron), recorded as such.
 """
 
 from __future__ import annotations
 
+import torch
+
 from ..config import RunConfig
+from ..errors import UserError
+from .ops import IMPLEMENTATIONS, OPS, calls, reset_calls
 
 REFERENCE = "reference"
 
-# op -> what its reference is
-OPS = {
-    "rmsnorm": "torch.nn.functional.rms_norm",
-    "rotary": "frontier.gpt.Rotary",
-    "attention": "torch.nn.functional.scaled_dot_product_attention",
-    "mlp": "frontier.gpt.MLP (relu^2)",
-    "cross_entropy": "torch.nn.functional.cross_entropy",
-    "newton_schulz": "frontier.muon.newton_schulz",
-    "adamw": "torch.optim.AdamW",
+# op -> what it computes, and its kernel in frontier/kernels/nki/
+OP_INFO = {
+    "rmsnorm": ("x * rsqrt(mean(x^2) + eps), no weight", "rmsnorm.rmsnorm_fwd / rmsnorm_bwd"),
+    "rotary": ("RoPE of q and k (rotate-half)", "rotary.rope_fwd / rope_bwd"),
+    "relu2_mlp": ("relu(x W1^T)^2 W2^T", "relu2_mlp.mlp_fwd / mlp_bwd"),
+    "head_softcap_cross_entropy": ("cap tanh(h W^T / cap) (+ n-gram bias) -> cross-entropy, chunked",
+                                   "head_ce.head_ce_fwd / head_ce_bwd"),
+    "newton_schulz": ("Muon's 5 quintic Newton-Schulz iterations", "newton_schulz.newton_schulz"),
+    "adamw_step": ("one AdamW step in place", "adamw.adamw"),
 }
 
 
-def implementations(cfg: RunConfig, device=None) -> dict[str, str]:
-    """op -> implementation that runs for `cfg` (what a run record stores)."""
-    impl = {op: REFERENCE for op in OPS} if cfg.model.network else {}
-    if cfg.model.network and device is not None and getattr(device, "fused_optimizer", False):
-        impl["adamw"] = "reference (torch fused)"
-    if cfg.model.network and cfg.train.compile_optimizer:
-        impl["newton_schulz"] = f"{REFERENCE} (torch.compile)"
-    if cfg.model.bigram is not None:
-        impl["bigram_update"] = f"{cfg.model.bigram.update} ({'reference' if cfg.model.bigram.update == 'dense' else 'frontier.bigram.SparseRowAdam'})"
+def default_for(device) -> str:
+    """`nki` on a native Neuron device, `reference` elsewhere."""
+    return "nki" if getattr(device, "backend", None) == "neuron-native" else REFERENCE
+
+
+def availability(impl: str, device=None) -> str:
+    """'' when `impl` can run on `device` (None: this machine's default), else why not."""
+    if impl == REFERENCE:
+        return ""
+    if impl == "interpreter":
+        try:
+            import ml_dtypes  # noqa: F401  (bf16 in the interpreter)
+        except ImportError:
+            return "the interpreter needs ml_dtypes (pip install ml_dtypes)"
+        return ""
+    if impl == "nki":
+        from .interpreter import find_real_nki
+
+        nki, why = find_real_nki()
+        if nki is None:
+            return why
+        if device is None:
+            from ..devices import select_device
+
+            try:
+                device = select_device("neuron")
+            except UserError as e:
+                return str(e)
+        if getattr(device, "backend", None) != "neuron-native":
+            return (f"the NKI kernels run on a NeuronCore through native TorchNeuron; this run's device is "
+                    f"{getattr(device, 'backend', device)}")
+        try:
+            from torch_neuronx import nki_op  # noqa: F401
+        except Exception as e:
+            return f"torch_neuronx offers no nki_op ({type(e).__name__}: {e})"
+        return ""
+    return f"unknown implementation {impl!r} (choose one of {', '.join(IMPLEMENTATIONS)})"
+
+
+def _refuse(impl: str, op: str | None, why: str):
+    fix = "use --kernels reference" if impl != REFERENCE else "see `frontier kernels`"
+    raise UserError(f"--kernels {impl} cannot run {op}: {why}" if op else f"--kernels {impl} cannot run here: {why}",
+                    fix)
+
+
+_CHECKED: set = set()  # (config hash, device) pairs that passed `check` in this process
+
+
+def check(cfg: RunConfig, device) -> None:
+    """Refuse, before training, a config whose kernel implementation cannot run every fused op here."""
+    impl = cfg.train.kernels
+    if impl not in IMPLEMENTATIONS:
+        raise UserError(f"unknown kernel implementation {impl!r}", f"choose one of {', '.join(IMPLEMENTATIONS)}")
+    if impl == REFERENCE or not cfg.model.network:
+        return
+    key = (cfg.digest(), str(device.device), device.backend)
+    if key in _CHECKED:
+        return
+    why = availability(impl, device)
+    if why:
+        _refuse(impl, None, why)
     if cfg.model.ngram is not None:
-        impl["ngram_bias"] = REFERENCE
-    return impl
+        _refuse(impl, "head_softcap_cross_entropy", f"recipe {cfg.recipe!r} mixes an n-gram bias into the logits and "
+                "the head kernel has no input for it")
+    if device.autocast_dtype is not None and impl == "interpreter":
+        _refuse(impl, None, f"the interpreted kernels are fp32 and this device computes in {device.dtype_policy}")
+    for op, run in _preflight_calls(cfg, device.device):
+        try:
+            run(impl)
+        except Exception as e:  # a shape or dtype the kernel refuses, or a compile failure: name it, stop
+            msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            _refuse(impl, op, f"{type(e).__name__}: {msg}")
+    reset_calls()
+    _CHECKED.add(key)
+
+
+def _preflight_calls(cfg: RunConfig, device):
+    """(op, fn(impl)) calling each op forward and backward once on random data at `cfg`'s shapes (training batch;
+    and the evaluation batch for the forward-only head), and the optimiser ops on the model's matrix shapes."""
+    from . import ops
+
+    m, t = cfg.model, cfg.train
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape, scale=1.0):
+        return (torch.randn(*shape, generator=gen) * scale).to(device)
+
+    B, T, D, H, hd, F, V = t.batch_size, t.seq_len, m.n_embd, m.n_head, m.head_dim, m.mlp_ratio * m.n_embd, m.vocab_size
+    N = B * T
+
+    def grads(out, *inputs):
+        out.backward(rand(*out.shape))
+        return [i.grad for i in inputs]
+
+    def rmsnorm(impl):
+        for shape in ((B, T, D), (B, T, H, hd)):
+            x = rand(*shape).requires_grad_()
+            grads(ops.rmsnorm(x, impl), x)
+
+    def rotary(impl):
+        ang = torch.rand(T, hd // 2, generator=gen).to(device)
+        for heads in {H, m.n_kv_head}:
+            x = rand(B, T, heads, hd).requires_grad_()
+            grads(ops.rotary(x, ang.cos(), ang.sin(), impl), x)
+
+    def mlp(impl):
+        x, w1, w2 = rand(B, T, D).requires_grad_(), rand(F, D, scale=D**-0.5), rand(D, F, scale=F**-0.5)
+        w1.requires_grad_(), w2.requires_grad_()
+        grads(ops.relu2_mlp(x, w1, w2, impl), x, w1, w2)
+
+    def head(impl):
+        w = rand(V, D, scale=0.02).requires_grad_()
+        for n in (N, t.eval_batch_size * T):
+            h = rand(n, D).requires_grad_()
+            targets = torch.randint(0, V, (n,), generator=gen).to(device)
+            ops.head_softcap_cross_entropy(h, w, targets, m.logit_softcap, impl).mean().backward()
+
+    def newton_schulz(impl):
+        for shape in {(D, D), (F, D), (D, F), (m.n_kv_head * hd, D)}:
+            ops.newton_schulz(rand(2, *shape), cfg.optim.ns_steps, impl)
+
+    def adamw(impl):
+        p, g = rand(V * D + 5), rand(V * D + 5)
+        ops.adamw_step(p, g, torch.zeros_like(p), torch.zeros_like(p), 1e-3, *cfg.optim.adam_betas,
+                       cfg.optim.adam_eps, cfg.optim.weight_decay, 1, impl)
+
+    return [("rmsnorm", rmsnorm), ("rotary", rotary), ("relu2_mlp", mlp), ("head_softcap_cross_entropy", head),
+            ("newton_schulz", newton_schulz), ("adamw_step", adamw)]
+
+
+def components(cfg: RunConfig, device=None) -> dict[str, str]:
+    """What runs the parts that are not fused ops of this layer (attention, the bigram update, the n-gram bias)."""
+    out = {}
+    if cfg.model.network:
+        out["attention"] = ("sdpa (torch.nn.functional.scaled_dot_product_attention; the vendor's kernel on Neuron)")
+    if cfg.model.bigram is not None:
+        u = cfg.model.bigram.update
+        out["bigram_update"] = f"{u} ({'torch.optim.AdamW' if u == 'dense' else 'frontier.bigram.SparseRowAdam'})"
+    if cfg.model.ngram is not None:
+        out["ngram_bias"] = "reference (frontier.ngram, eager)"
+    return out
+
+
+def implementations(cfg: RunConfig, device=None, observed: dict | None = None) -> dict[str, str]:
+    """op -> the implementation that ran, as a run record stores it: for the fused ops, read from `observed`
+    (`ops.calls()`: several names joined with '+' if more than one ran; absent if it never ran), plus
+    `components`."""
+    observed = calls() if observed is None else observed
+    out = {op: "+".join(sorted(impls)) for op, impls in observed.items()}
+    if cfg.train.compile_optimizer and "newton_schulz" in out:
+        out["newton_schulz"] += " (inside a compiled Muon step)"
+    return {**out, **components(cfg, device)}
+
+
+def status(device=None) -> list[dict]:
+    """One row per op and implementation: can it run here, and why not (`frontier kernels`)."""
+    rows = []
+    why = {impl: availability(impl, device) for impl in IMPLEMENTATIONS}
+    for op in OPS:
+        what, kernel = OP_INFO[op]
+        for impl in IMPLEMENTATIONS:
+            source = "frontier.kernels.reference" if impl == REFERENCE else f"frontier/kernels/nki/{kernel}"
+            rows.append({"op": op, "what": what, "impl": impl, "source": source, "runs_here": not why[impl],
+                         "why_not": why[impl]})
+    return rows
+
+
+__all__ = ["IMPLEMENTATIONS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
+           "default_for", "implementations", "reset_calls", "status"]
