@@ -199,6 +199,16 @@ def cmd_kernels(a) -> int:
     from .devices import select_device
     from .kernels import status
 
+    if a.census:
+        from .bench import default_record_dir, new_record_path, write_bench_record
+        from .kernels.census import census, format_census
+
+        result = census(a.census, ops=a.ops.split(",") if a.ops else None)
+        result["command"] = sys.argv
+        path = new_record_path(a.out or default_record_dir(a.census), "kernel-census", [a.census])
+        print(format_census(result))
+        print(f"census record: {write_bench_record(result, path)}")
+        return 0
     device = select_device(a.device) if a.device != "auto" else None
     rows = status(device)
     last = None
@@ -392,6 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_profiles)
     s = sub.add_parser("kernels", help="list the fused ops, their implementations, and which can run here")
     s.add_argument("--device", default="auto", choices=DEVICES, help="judge the nki implementation for this device")
+    s.add_argument("--census", metavar="PROFILE", help="run every kernel once in the interpreter at PROFILE's shapes: "
+                   "its counted HBM bytes, DMAs, FLOPs, per-engine work, and its error against the reference "
+                   "(a JSON record; trn2's shapes take minutes)")
+    s.add_argument("--ops", help="with --census: only these ops (comma-separated)")
+    s.add_argument("--out", metavar="PATH", help="with --census: the JSON record, a new .json file or a folder "
+                   "(default runs/bench/PROFILE/)")
     s.set_defaults(func=cmd_kernels)
     return p
 

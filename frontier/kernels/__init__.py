@@ -103,7 +103,7 @@ def check(cfg: RunConfig, device) -> None:
                 "the head kernel has no input for it")
     if device.autocast_dtype is not None and impl == "interpreter":
         _refuse(impl, None, f"the interpreted kernels are fp32 and this device computes in {device.dtype_policy}")
-    for op, run in _preflight_calls(cfg, device.device):
+    for op, run in op_cases(cfg, device.device):
         try:
             run(impl)
         except Exception as e:  # a shape or dtype the kernel refuses, or a compile failure: name it, stop
@@ -113,58 +113,69 @@ def check(cfg: RunConfig, device) -> None:
     _CHECKED.add(key)
 
 
-def _preflight_calls(cfg: RunConfig, device):
-    """(op, fn(impl)) calling each op forward and backward once on random data at `cfg`'s shapes (training batch;
-    and the evaluation batch for the forward-only head), and the optimiser ops on the model's matrix shapes."""
+def op_cases(cfg: RunConfig, device):
+    """(op, fn(impl) -> [tensors]) calling each op once on random data at `cfg`'s shapes, forward and backward
+    (the training batch; the evaluation batch too for the head), and the optimiser ops at the model's matrix
+    shapes. Each fn draws its inputs from its own seeded generator, so two implementations get the same inputs;
+    it returns the outputs and input gradients, to compare implementations (`frontier.kernels.census`)."""
     from . import ops
 
     m, t = cfg.model, cfg.train
-    gen = torch.Generator().manual_seed(0)
-
-    def rand(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=gen) * scale).to(device)
-
     B, T, D, H, hd, F, V = t.batch_size, t.seq_len, m.n_embd, m.n_head, m.head_dim, m.mlp_ratio * m.n_embd, m.vocab_size
     N = B * T
 
-    def grads(out, *inputs):
-        out.backward(rand(*out.shape))
-        return [i.grad for i in inputs]
+    def rand(gen, *shape, scale=1.0, grad=False):
+        x = (torch.randn(*shape, generator=gen) * scale).to(device)
+        return x.requires_grad_() if grad else x
+
+    def backward(out, *inputs):
+        out.backward(torch.randn(out.shape, generator=torch.Generator().manual_seed(1)).to(device))
+        return [out.detach(), *(i.grad for i in inputs)]
 
     def rmsnorm(impl):
+        gen, out = torch.Generator().manual_seed(0), []
         for shape in ((B, T, D), (B, T, H, hd)):
-            x = rand(*shape).requires_grad_()
-            grads(ops.rmsnorm(x, impl), x)
+            x = rand(gen, *shape, grad=True)
+            out += backward(ops.rmsnorm(x, impl), x)
+        return out
 
     def rotary(impl):
+        gen, out = torch.Generator().manual_seed(0), []
         ang = torch.rand(T, hd // 2, generator=gen).to(device)
-        for heads in {H, m.n_kv_head}:
-            x = rand(B, T, heads, hd).requires_grad_()
-            grads(ops.rotary(x, ang.cos(), ang.sin(), impl), x)
+        for heads in sorted({H, m.n_kv_head}):
+            x = rand(gen, B, T, heads, hd, grad=True)
+            out += backward(ops.rotary(x, ang.cos(), ang.sin(), impl), x)
+        return out
 
-    def mlp(impl):
-        x, w1, w2 = rand(B, T, D).requires_grad_(), rand(F, D, scale=D**-0.5), rand(D, F, scale=F**-0.5)
-        w1.requires_grad_(), w2.requires_grad_()
-        grads(ops.relu2_mlp(x, w1, w2, impl), x, w1, w2)
+    def relu2_mlp(impl):
+        gen = torch.Generator().manual_seed(0)
+        x, w1 = rand(gen, B, T, D, grad=True), rand(gen, F, D, scale=D**-0.5, grad=True)
+        w2 = rand(gen, D, F, scale=F**-0.5, grad=True)
+        return backward(ops.relu2_mlp(x, w1, w2, impl), x, w1, w2)
 
-    def head(impl):
-        w = rand(V, D, scale=0.02).requires_grad_()
-        for n in (N, t.eval_batch_size * T):
-            h = rand(n, D).requires_grad_()
+    def head_softcap_cross_entropy(impl):
+        gen, out = torch.Generator().manual_seed(0), []
+        for n in sorted({N, t.eval_batch_size * T}):
+            w, h = rand(gen, V, D, scale=0.02, grad=True), rand(gen, n, D, grad=True)
             targets = torch.randint(0, V, (n,), generator=gen).to(device)
-            ops.head_softcap_cross_entropy(h, w, targets, m.logit_softcap, impl).mean().backward()
+            out += backward(ops.head_softcap_cross_entropy(h, w, targets, m.logit_softcap, impl), h, w)
+        return out
 
     def newton_schulz(impl):
-        for shape in {(D, D), (F, D), (D, F), (m.n_kv_head * hd, D)}:
-            ops.newton_schulz(rand(2, *shape), cfg.optim.ns_steps, impl)
+        gen = torch.Generator().manual_seed(0)
+        shapes = sorted({(D, D), (F, D), (D, F), (m.n_kv_head * hd, D)})
+        return [ops.newton_schulz(rand(gen, 2, *shape), cfg.optim.ns_steps, impl) for shape in shapes]
 
-    def adamw(impl):
-        p, g = rand(V * D + 5), rand(V * D + 5)
-        ops.adamw_step(p, g, torch.zeros_like(p), torch.zeros_like(p), 1e-3, *cfg.optim.adam_betas,
-                       cfg.optim.adam_eps, cfg.optim.weight_decay, 1, impl)
+    def adamw_step(impl):
+        gen = torch.Generator().manual_seed(0)
+        p, g, mom = rand(gen, V * D + 5), rand(gen, V * D + 5), rand(gen, V * D + 5)
+        var = rand(gen, V * D + 5).abs()
+        ops.adamw_step(p, g, mom, var, 1e-3, *cfg.optim.adam_betas, cfg.optim.adam_eps, cfg.optim.weight_decay, 1,
+                       impl)
+        return [p, mom, var]
 
-    return [("rmsnorm", rmsnorm), ("rotary", rotary), ("relu2_mlp", mlp), ("head_softcap_cross_entropy", head),
-            ("newton_schulz", newton_schulz), ("adamw_step", adamw)]
+    fns = (rmsnorm, rotary, relu2_mlp, head_softcap_cross_entropy, newton_schulz, adamw_step)
+    return [(fn.__name__, fn) for fn in fns]
 
 
 def components(cfg: RunConfig, device=None) -> dict[str, str]:
@@ -205,4 +216,4 @@ def status(device=None) -> list[dict]:
 
 
 __all__ = ["IMPLEMENTATIONS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
-           "default_for", "implementations", "reset_calls", "status"]
+           "default_for", "implementations", "op_cases", "reset_calls", "status"]
