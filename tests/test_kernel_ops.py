@@ -371,3 +371,13 @@ def test_frontier_kernels_lists_every_op_and_implementation(capsys):
         assert f"{op}:" in out
     assert out.count("reference   frontier.kernels.reference") == len(ops.OPS)
     assert "cannot run here: the real `nki`" in out
+
+
+def test_a_compiled_model_runs_the_interpreted_kernels_inside_its_graph(smoke_data, tmp_path):
+    """Recipe `bigram` (torch.compile + the sparse bigram table) with the kernels interpreted: the custom ops stay
+    nodes of the compiled graph and run the interpreter at run time."""
+    _smoke_losses.data = smoke_data
+    rec = _smoke_losses("bigram", "interpreter", tmp_path, steps=2)
+    assert rec["compile"]["frames_compiled_in_warmup"] >= 1
+    assert rec["implementations"]["relu2_mlp.backward"] == "interpreter"
+    assert rec["implementations"]["bigram_update"].startswith("sparse")

@@ -12,8 +12,8 @@ runs the same source with the interpreter's NumPy `nki`. This package itself imp
              log-sum-exp over vocabulary chunks; the backward recomputes each logit tile
     newton_schulz  newton_schulz(g, steps=5): Muon's orthogonalisation
 
-Not yet wired into the model: `gpt.py` and the optimisers still call PyTorch directly (the custom-op layer that
-chooses between the reference, these kernels on Neuron and the interpreter is the next step).
+The model and the optimisers reach these kernels through the fused ops of `frontier.kernels.ops` (`--kernels nki`
+on a NeuronCore, `--kernels interpreter` anywhere); `frontier kernels` lists what can run here.
 
 Per-step scalars never enter a kernel as Python numbers (they are compile-cache keys: every step would
 recompile): `adamw_step_scalars` makes them [128, 1] fp32 arrays for the kernel's HBM inputs.
