@@ -349,12 +349,17 @@ def test_nki_without_neuron_is_refused_in_one_line_before_anything_is_written(tm
     assert not (tmp_path / "r").exists()
 
 
-def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op(smoke_data):
-    """The cpu profile's width (192) is wider than the Newton-Schulz kernel's one partition tile (128)."""
+def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op():
+    """A model 1,040 wide: the MLP kernel keeps W1^T and W2^T resident in SBUF, which no longer fits."""
+    import dataclasses
+
     from frontier.errors import UserError
 
-    with pytest.raises(UserError, match=r"--kernels interpreter cannot run newton_schulz: .*short side 192"):
-        kernels.check(resolve("baseline", "cpu", kernels="interpreter"), CPU)
+    cfg = resolve("baseline", "smoke", kernels="interpreter")
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_embd=1040))
+    with pytest.raises(UserError, match=r"--kernels interpreter cannot run relu2_mlp: AssertionError: mlp_fwd: W1\^T "
+                                        r"and W2\^T do not fit in SBUF"):
+        kernels.check(cfg, CPU)
 
 
 def test_the_n_gram_bias_is_refused_by_the_head_kernel():

@@ -413,17 +413,33 @@ def test_newton_schulz_hbm_traffic(ns, shape):
 
 
 def test_newton_schulz_counts_by_hand(ns):
-    m, n = 32, 200  # long side in two chunks (128 + 72), one output chunk
+    m, n = 32, 200  # one row block, long side in two chunks (128 + 72), one output chunk each way
     g = _ns_case((m, n))
     _, c = run(ns.newton_schulz, g)
-    # TensorE: 2 transposes, the ones-matmul; per iteration A (2), c A^2 + a I (2), X' (1), X'^T (2)
-    # VectorE: 2 transpose copies, memset of the ones, floor, + eps, reciprocal, X * 1/norm, a I, I;
-    #          per iteration A copy, P, 2 X'^T copies. ScalarE: squares + sum (+ read-out), sqrt, X^T * 1/norm (2);
-    #          per iteration c A, X' copy. GpSimd: iota.
-    assert c.instructions == {"tensor": 3 + 5 * 7, "vector": 9 + 5 * 4, "scalar": 5 + 5 * 2, "gpsimd": 1}
-    per_iteration = 3 * (2 * n * m * m) + 2 * (2 * m * m * m)  # A, X', X'^T; A^T (cA) and I^T (aI)
-    assert c.matmul_flops == 2 * m * n * m + 2 * m * 128 * 1 + 5 * per_iteration
-    assert c.dma_transfers == 2 and c.peak_psum_banks == 5
+    # TensorE: 2 transposes, the ones-matmul; per iteration A (2 chunks), A^2 (1), X' (1), and (not after the last
+    #          iteration: G is wide) the 2 transposes rebuilding X^T.
+    # VectorE: 2 transpose copies, memset of the ones, floor, + eps, reciprocal, X * 1/norm; per iteration A copy,
+    #          P = b A + c A^2, a I (equal, times a), P + a I, and (not after the last) 2 transpose copies.
+    # ScalarE: squares + sum (+ read-out), sqrt, X^T * 1/norm (2); per iteration c A^2, X' copy. GpSimd: iota per
+    #          iteration.
+    assert c.instructions == {"tensor": 3 + 5 * 4 + 4 * 2, "vector": 7 + 5 * 4 + 4 * 2, "scalar": 5 + 5 * 2,
+                              "gpsimd": 5}
+    per_iteration = 2 * n * m * m + 2 * m * m * m + 2 * m * m * n  # A, A^2, X'
+    transposes = 2 * m * n * m  # all chunks of X once (an identity matmul each)
+    assert c.matmul_flops == transposes + 2 * m * 128 * 1 + 5 * per_iteration + 4 * transposes
+    assert c.dma_transfers == 2 and c.peak_psum_banks == 4
+
+
+@pytest.mark.parametrize("shape", [(300, 200), (520, 130)], ids=["two-blocks", "tall-ragged-blocks"])
+def test_newton_schulz_short_side_beyond_one_partition_tile(ns, shape):
+    """Short sides of more than 128 rows go in row blocks (the trn2 model's 640-wide matrices: `frontier kernels
+    --census trn2` runs them at 640 x 640, 2560 x 640 and 640 x 2560)."""
+    g = _ns_case(shape)
+    out, c = run(ns.newton_schulz, g)
+    ref32 = ns_reference(torch.from_numpy(g)).numpy()
+    ref64 = ns_reference(torch.from_numpy(g).double(), dtype=torch.float64).numpy()
+    _as_accurate_as_torch(out, ref32, ref64, f"newton_schulz/X/{shape[0]}x{shape[1]}")
+    assert c.hbm_read_bytes == g.nbytes and c.hbm_write_bytes == g.nbytes
 
 
 # --------------------------------------------------------------------------------------------- nki.simulate

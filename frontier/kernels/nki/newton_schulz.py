@@ -4,30 +4,35 @@
     5 times:  A = X X^T;  B = b A + c A A;  X <- a X + B X          (a, b, c) = (3.4445, -4.7750, 2.0315)
     out = X (or X^T when G was tall), the shape of G, fp32.
 
-G is one fp32 matrix in HBM with min(rows, cols) <= 128 (the short side on the partitions) and any long side n, in
-chunks of 128 (contractions over n) and 512 (matmul outputs along n). The coefficients and the 1e-7 are fixed
-constants of the method, not per-step values, so they are compile-time constants; nothing here changes per step.
+G is one fp32 matrix in HBM. The short side m is cut into row blocks of 128 (MB = ceil(m / 128) blocks, the last
+ragged), the long side n into chunks of 128 (contractions over n) and 512 (matmul outputs along n), and any output
+along m into chunks of 512 (one PSUM bank of fp32). The coefficients and the 1e-7 are fixed constants of the method,
+not per-step values, so they are compile-time constants; nothing here changes per step.
 
-Layout: X is kept twice in SBUF, X [m, n] (rows on partitions) and X^T as chunks [128, m] of the long dim (so X X^T
-contracts over n on the partitions); both are updated each iteration with a matmul, so after the initial load no
-transpose is needed:
-    X'   = P X    (stationary P [m, m]: P is symmetric, so P^T X = P X; moving X [m, <=512])
-    X'^T = X^T P  (stationary X [m, 128] chunk; moving P [m, m])
-where P = a I + b A + c A^2 folds the `a X` term into the matmul (a I enters PSUM as an identity matmul). Wide G loads
-as X (one DMA) and X^T comes from TensorE transposes; tall G loads as the chunks of X^T and X comes from transposes.
+Layout: X is kept twice in SBUF, as row blocks X_i [<=128, n] (rows on partitions) and as X^T, chunks [128, m] of
+the long dim (so X X^T contracts over n on the partitions). With P = a I + b A + c A^2 (symmetric, as A is):
+    A_i   = sum_k (X^T_k[:, block i])^T X^T_k           row block i of A, per 512-column chunk (stationary
+                                                        X^T_k[:, block i] [128 n, <=128 m], moving X^T_k)
+    (A^2)_i = sum_j (A_j[:, block i])^T A_j             A symmetric: A_j[:, block i] is the transpose of A_i[:, block j]
+    X'_i  = sum_j (P_j[:, block i])^T X_j               P symmetric likewise (moving X_j [<=128, <=512])
+and X'^T is rebuilt from X' by TensorE transposes (nch x MB of them), so only X, X' and X^T are held, not X'^T too.
+Wide G loads as the row blocks of X (one DMA each) and X^T comes from transposes; tall G loads as the chunks of X^T
+and X comes from transposes.
 
 Engines:
-  TensorE  the initial transposes; per iteration: A = sum over chunks of X^T_k^T X^T_k (ceil(n/128) matmuls into
-           one PSUM bank), c A^2 + a I (two matmuls: A^T (cA) and I^T (aI)), X' (ceil(n/512) matmuls),
-           X'^T (ceil(n/128) matmuls); once: the ones-matmul that sums the per-partition squares over partitions
-           and broadcasts the total to all 128 partitions.
-  ScalarE  sum of squares per partition (`activation` square with reduce), sqrt of the total, c A (copy with
-           scale c), the PSUM -> SBUF copies of X', the scaling of X^T by 1/norm.
-  VectorE  A PSUM -> SBUF, P = b A + (c A^2 + a I) (`scalar_tensor_tensor` reading PSUM), the PSUM -> SBUF copies
-           of X'^T, the floor before sqrt, + 1e-7, the reciprocal (never a divide), the scaling of X by 1/norm.
-  GpSimd   iota for the identity.
-SBUF per partition: X and X' (2 n fp32), X^T and X'^T (2 ceil(n/128) m fp32), a few [m, m] tiles. PSUM: four
-banks (A, c A^2 + a I, X' chunk, X'^T chunk) plus one for the transposes and the norm.
+  TensorE  the initial transposes; per iteration: A (MB x ceil(m/512) x ceil(n/128) matmuls), A^2 (MB x ceil(m/512) x
+           MB), X' (MB x ceil(n/512) x MB), the nch x MB transposes rebuilding X^T (skipped after the last
+           iteration when G is wide); once: the ones-matmuls that sum the per-partition squares over partitions and
+           broadcast the total to all 128 partitions.
+  ScalarE  sum of squares per partition (`activation` square with reduce), sqrt of the total, c A^2 (copy with
+           scale c, reading PSUM), the PSUM -> SBUF copies of X', the scaling of X^T by 1/norm.
+  VectorE  A PSUM -> SBUF, P_i = b A_i + c A^2_i (`scalar_tensor_tensor`) then + a I_i, the PSUM -> SBUF copies of
+           the transposes, the floor before sqrt, + 1e-7, the reciprocal (never a divide), the scaling of X by 1/norm.
+  GpSimd   iota for the identity rows of each block (a I_i), rebuilt per block.
+SBUF per partition: X and X' (2 MB n fp32 over the blocks, i.e. 2 n per partition per block), X^T (ceil(n/128) m
+fp32), A and P row blocks (2 MB m), a few [128, <=m] tiles: about 4 (2 n + n m / 128 + 2.5 m) bytes, 191 KiB for the
+trn2 model's 2560 x 640 matrices (the interpreter checks the 212,984-byte budget). PSUM: four banks (A, A^2, X',
+transposes and the norm).
 HBM: G is read once and the result written once.
 """
 
@@ -42,6 +47,11 @@ CHUNK = 128  # contraction chunks of the long dim (partitions)
 OUT_CHUNK = 512  # matmul output chunks along the long dim (one PSUM bank of fp32)
 
 
+def _blocks(total, size):
+    """[(start, width)] covering range(total) in blocks of `size` (the last one ragged)."""
+    return [(s, min(size, total - s)) for s in range(0, total, size)]
+
+
 @nki.jit
 def newton_schulz(g, steps=5):
     """The orthogonalised G (same shape, fp32) after `steps` Newton-Schulz iterations (module docstring)."""
@@ -49,88 +59,117 @@ def newton_schulz(g, steps=5):
     tall = rows > cols
     m, n = (cols, rows) if tall else (rows, cols)
     pmax = nl.tile_size.pmax
-    assert m <= pmax, f"newton_schulz: the short side {m} must be <= {pmax} (one partition tile)"
-    nch = (n + CHUNK - 1) // CHUNK
-    widths = [min(CHUNK, n - k * CHUNK) for k in range(nch)]
+    kch = _blocks(n, CHUNK)  # contraction chunks of the long dim
+    nch = len(kch)
+    mbl = _blocks(m, pmax)  # row blocks of the short dim
+    mcols = _blocks(m, OUT_CHUNK)  # output chunks along the short dim
+    ncols = _blocks(n, OUT_CHUNK)  # output chunks along the long dim
     out = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
 
     tp = nl.ndarray((pmax, OUT_CHUNK), dtype=nl.float32, buffer=nl.psum)  # transposes, then the norm
-    x = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)
+    x = []
+    xn = []
+    for b in range(len(mbl)):
+        x.append(nl.ndarray((mbl[b][1], n), dtype=nl.float32, buffer=nl.sbuf))
+        xn.append(nl.ndarray((mbl[b][1], n), dtype=nl.float32, buffer=nl.sbuf))
     xt = nl.ndarray((pmax, nch, m), dtype=nl.float32, buffer=nl.sbuf)
     if tall:
         for k in range(nch):
-            w = widths[k]
-            nisa.dma_copy(dst=xt[0:w, k, :], src=g[k * CHUNK:k * CHUNK + w, :])
-            nisa.nc_transpose(dst=tp[0:m, 0:w], data=xt[0:w, k, :], engine=nisa.engine.tensor)
-            nisa.tensor_copy(dst=x[:, k * CHUNK:k * CHUNK + w], src=tp[0:m, 0:w])
+            k0, w = kch[k]
+            nisa.dma_copy(dst=xt[0:w, k, :], src=g[k0:k0 + w, :])
+            for b in range(len(mbl)):
+                i0, h = mbl[b]
+                nisa.nc_transpose(dst=tp[0:h, 0:w], data=xt[0:w, k, i0:i0 + h], engine=nisa.engine.tensor)
+                nisa.tensor_copy(dst=x[b][:, k0:k0 + w], src=tp[0:h, 0:w])
     else:
-        nisa.dma_copy(dst=x, src=g)
-        for k in range(nch):
-            w = widths[k]
-            nisa.nc_transpose(dst=tp[0:w, 0:m], data=x[:, k * CHUNK:k * CHUNK + w],
-                              engine=nisa.engine.tensor)
-            nisa.tensor_copy(dst=xt[0:w, k, :], src=tp[0:w, 0:m])
+        for b in range(len(mbl)):
+            i0, h = mbl[b]
+            nisa.dma_copy(dst=x[b], src=g[i0:i0 + h, :])
+        _transpose_all(xt, x, kch, mbl, tp)
 
-    # Frobenius norm: per-partition sums of squares, summed over the m partitions and broadcast to all 128 by a
-    # ones-matmul; then 1 / (sqrt(total) + 1e-7) by ScalarE sqrt and VectorE add + reciprocal.
-    xn = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)  # X' later; here the squares (discarded)
-    ssq = nl.ndarray((m, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(dst=xn, op=nl.square, data=x, reduce_op=nl.add, reduce_res=ssq,
-                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
-    ones = nl.ndarray((m, pmax), dtype=nl.float32, buffer=nl.sbuf)
+    # Frobenius norm: per-partition sums of squares of each row block, summed over partitions and blocks and
+    # broadcast to all 128 by accumulating ones-matmuls; then 1 / (sqrt(total) + 1e-7) by ScalarE sqrt and VectorE
+    # add + reciprocal.
+    ones = nl.ndarray((pmax, pmax), dtype=nl.float32, buffer=nl.sbuf)
     nisa.memset(dst=ones, value=1.0)
-    nisa.nc_matmul(dst=tp[:, 0:1], stationary=ones, moving=ssq, accumulate=False)
+    ssq = nl.ndarray((pmax, len(mbl)), dtype=nl.float32, buffer=nl.sbuf)
+    for b in range(len(mbl)):
+        h = mbl[b][1]
+        nisa.activation(dst=xn[b], op=nl.square, data=x[b], reduce_op=nl.add, reduce_res=ssq[0:h, b:b + 1],
+                        reduce_cmd=nisa.reduce_cmd.reset_reduce)  # xn: scratch for the squares (discarded)
+        nisa.nc_matmul(dst=tp[:, 0:1], stationary=ones[0:h, :], moving=ssq[0:h, b:b + 1], accumulate=b > 0)
     total = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_scalar(dst=total, data=tp[:, 0:1], op0=nl.maximum, operand0=SQRT_FLOOR)
     rnorm = nl.ndarray((pmax, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activation(dst=rnorm, op=nl.sqrt, data=total)
     nisa.tensor_scalar(dst=rnorm, data=rnorm, op0=nl.add, operand0=NORM_EPS)
     nisa.reciprocal(dst=rnorm, data=rnorm)
-    nisa.tensor_scalar(dst=x, data=x, op0=nl.multiply, operand0=rnorm[0:m, :])
+    for b in range(len(mbl)):
+        nisa.tensor_scalar(dst=x[b], data=x[b], op0=nl.multiply, operand0=rnorm[0:mbl[b][1], :])
     for k in range(nch):
-        w = widths[k]
+        w = kch[k][1]
         nisa.activation(dst=xt[0:w, k, :], op=nl.copy, data=xt[0:w, k, :], scale=rnorm[0:w, :])
 
-    # a I as the moving side of an identity matmul: iota gives j - p, equal-to-zero gives I, times a gives a I
-    ident = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.iota(dst=ident, pattern=[[1, m]], offset=0, channel_multiplier=-1)
-    a_ident = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar(dst=a_ident, data=ident, op0=nl.equal, operand0=0.0, op1=nl.multiply, operand1=NS_A)
-    nisa.tensor_scalar(dst=ident, data=ident, op0=nl.equal, operand0=0.0)
-
-    a_ps = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.psum)
-    p_ps = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.psum)
-    x_ps = nl.ndarray((m, OUT_CHUNK), dtype=nl.float32, buffer=nl.psum)
-    xt_ps = nl.ndarray((pmax, m), dtype=nl.float32, buffer=nl.psum)
-    for _ in range(steps):
-        for k in range(nch):
-            w = widths[k]
-            nisa.nc_matmul(dst=a_ps, stationary=xt[0:w, k, :], moving=xt[0:w, k, :], accumulate=k > 0)
-        a_sb = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=a_sb, src=a_ps, engine=nisa.engine.vector)
-        ca_sb = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(dst=ca_sb, op=nl.copy, data=a_ps, scale=NS_C)
-        nisa.nc_matmul(dst=p_ps, stationary=a_sb, moving=ca_sb, accumulate=False)  # A^T (c A) = c A^2
-        nisa.nc_matmul(dst=p_ps, stationary=ident, moving=a_ident, accumulate=True)  # + a I
-        p_sb = nl.ndarray((m, m), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.scalar_tensor_tensor(dst=p_sb, data=a_sb, op0=nl.multiply, operand0=NS_B, op1=nl.add, operand1=p_ps)
-        xn = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.sbuf)
-        for j0 in range(0, n, OUT_CHUNK):
-            w = min(OUT_CHUNK, n - j0)
-            nisa.nc_matmul(dst=x_ps[:, 0:w], stationary=p_sb, moving=x[:, j0:j0 + w], accumulate=False)
-            nisa.activation(dst=xn[:, j0:j0 + w], op=nl.copy, data=x_ps[:, 0:w])
-        xtn = nl.ndarray((pmax, nch, m), dtype=nl.float32, buffer=nl.sbuf)
-        for k in range(nch):
-            w = widths[k]
-            nisa.nc_matmul(dst=xt_ps[0:w, :], stationary=x[:, k * CHUNK:k * CHUNK + w], moving=p_sb,
-                           accumulate=False)
-            nisa.tensor_copy(dst=xtn[0:w, k, :], src=xt_ps[0:w, :], engine=nisa.engine.vector)
-        x, xt = xn, xtn
+    a_sb = []
+    p_sb = []
+    for b in range(len(mbl)):
+        a_sb.append(nl.ndarray((mbl[b][1], m), dtype=nl.float32, buffer=nl.sbuf))
+        p_sb.append(nl.ndarray((mbl[b][1], m), dtype=nl.float32, buffer=nl.sbuf))
+    a_ps = nl.ndarray((pmax, OUT_CHUNK), dtype=nl.float32, buffer=nl.psum)
+    sq_ps = nl.ndarray((pmax, OUT_CHUNK), dtype=nl.float32, buffer=nl.psum)
+    x_ps = nl.ndarray((pmax, OUT_CHUNK), dtype=nl.float32, buffer=nl.psum)
+    c_sq = nl.ndarray((pmax, OUT_CHUNK), dtype=nl.float32, buffer=nl.sbuf)  # c A^2 of one chunk
+    a_id = nl.ndarray((pmax, m), dtype=nl.float32, buffer=nl.sbuf)  # a I, rows of one block
+    for it in range(steps):
+        for b in range(len(mbl)):  # A = X X^T, row block b, chunk by chunk of its columns
+            i0, h = mbl[b]
+            for c0, cw in mcols:
+                for k in range(nch):
+                    w = kch[k][1]
+                    nisa.nc_matmul(dst=a_ps[0:h, 0:cw], stationary=xt[0:w, k, i0:i0 + h],
+                                   moving=xt[0:w, k, c0:c0 + cw], accumulate=k > 0)
+                nisa.tensor_copy(dst=a_sb[b][:, c0:c0 + cw], src=a_ps[0:h, 0:cw], engine=nisa.engine.vector)
+        for b in range(len(mbl)):  # P = b A + c A^2 + a I, row block b
+            i0, h = mbl[b]
+            for c0, cw in mcols:
+                for j in range(len(mbl)):
+                    j0, hj = mbl[j]
+                    nisa.nc_matmul(dst=sq_ps[0:h, 0:cw], stationary=a_sb[j][:, i0:i0 + h],
+                                   moving=a_sb[j][:, c0:c0 + cw], accumulate=j > 0)
+                nisa.activation(dst=c_sq[0:h, 0:cw], op=nl.copy, data=sq_ps[0:h, 0:cw], scale=NS_C)
+                nisa.scalar_tensor_tensor(dst=p_sb[b][:, c0:c0 + cw], data=a_sb[b][:, c0:c0 + cw], op0=nl.multiply,
+                                          operand0=NS_B, op1=nl.add, operand1=c_sq[0:h, 0:cw])
+            nisa.iota(dst=a_id[0:h, :], pattern=[[1, m]], offset=-i0, channel_multiplier=-1)  # column - row
+            nisa.tensor_scalar(dst=a_id[0:h, :], data=a_id[0:h, :], op0=nl.equal, operand0=0.0, op1=nl.multiply,
+                               operand1=NS_A)
+            nisa.tensor_tensor(dst=p_sb[b], data1=p_sb[b], data2=a_id[0:h, :], op=nl.add)
+        for b in range(len(mbl)):  # X' = P X, row block b, chunk by chunk of the long dim
+            i0, h = mbl[b]
+            for c0, cw in ncols:
+                for j in range(len(mbl)):
+                    nisa.nc_matmul(dst=x_ps[0:h, 0:cw], stationary=p_sb[j][:, i0:i0 + h], moving=x[j][:, c0:c0 + cw],
+                                   accumulate=j > 0)
+                nisa.activation(dst=xn[b][:, c0:c0 + cw], op=nl.copy, data=x_ps[0:h, 0:cw])
+        x, xn = xn, x
+        if tall or it < steps - 1:
+            _transpose_all(xt, x, kch, mbl, tp)
 
     if tall:
         for k in range(nch):
-            w = widths[k]
-            nisa.dma_copy(dst=out[k * CHUNK:k * CHUNK + w, :], src=xt[0:w, k, :])
+            k0, w = kch[k]
+            nisa.dma_copy(dst=out[k0:k0 + w, :], src=xt[0:w, k, :])
     else:
-        nisa.dma_copy(dst=out, src=x)
+        for b in range(len(mbl)):
+            i0, h = mbl[b]
+            nisa.dma_copy(dst=out[i0:i0 + h, :], src=x[b])
     return out
+
+
+def _transpose_all(xt, x, kch, mbl, tp):
+    """X^T chunks from the row blocks of X: xt[0:w, k, block b] = x[b][:, chunk k]^T (TensorE, VectorE copies)."""
+    for k in range(len(kch)):
+        k0, w = kch[k]
+        for b in range(len(mbl)):
+            i0, h = mbl[b]
+            nisa.nc_transpose(dst=tp[0:w, 0:h], data=x[b][:, k0:k0 + w], engine=nisa.engine.tensor)
+            nisa.tensor_copy(dst=xt[0:w, k, i0:i0 + h], src=tp[0:w, 0:h])
