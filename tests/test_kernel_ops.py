@@ -362,11 +362,35 @@ def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op():
         kernels.check(cfg, CPU)
 
 
-def test_the_n_gram_bias_is_refused_by_the_head_kernel():
-    from frontier.errors import UserError
+def test_an_n_gram_run_trains_with_the_head_kernel_taking_the_bias(smoke_data, tmp_path):
+    """Recipe `ngram` (bigram table + n-gram mix, compiled) with every fused op interpreted: the head kernel takes
+    the bias dense and returns its gradient, from which the mixture's weights and scale learn."""
+    _smoke_losses.data = smoke_data
+    ref = _smoke_losses("ngram", "reference", tmp_path, steps=3)
+    rec = _smoke_losses("ngram", "interpreter", tmp_path, steps=3)
+    assert rec["implementations"]["head_softcap_cross_entropy.backward"] == "interpreter"
+    a, b = (torch.tensor(r["curve"]["train_loss"]) for r in (rec, ref))
+    assert _rel(a, b) < 1e-4
+    assert abs(rec["val_bpb"] - ref["val_bpb"]) < 1e-4 * ref["val_bpb"]
+    assert rec["ngram"]["mixture"] != [round(1 / 17, 5)] * 17  # the bias's gradient reached the mixture
 
-    with pytest.raises(UserError, match="head_softcap_cross_entropy: recipe 'ngram' mixes an n-gram bias"):
-        kernels.check(resolve("ngram", "smoke", kernels="interpreter"), CPU)
+
+@pytest.mark.parametrize("n,d,v", [(512, 64, 512), (200, 40, 300)])
+def test_interpreter_head_ce_with_the_n_gram_bias_through_the_op(n, d, v):
+    g = _gen()
+    targets = torch.randint(0, v, (n,), generator=g)
+    row, toks = torch.randn(v, generator=g), torch.randint(0, v, (n, 6), generator=g)
+    leaves = [torch.randn(n, d, generator=g), torch.randn(v, d, generator=g) * 0.3, torch.randn(n, 6, generator=g)]
+    dloss = torch.rand(n, generator=g)
+
+    def fn(impl, h, w, vals):
+        return ops.head_softcap_cross_entropy(h, w, targets, 15.0, impl, bias_row=row, bias_tokens=toks,
+                                              bias_values=vals)
+
+    r = _both(fn, leaves, dloss)
+    assert _rel(r["interpreter"][0], r["reference"][0]) < 1e-5
+    for a, b in zip(r["interpreter"][1], r["reference"][1]):
+        assert _rel(a, b) < 1e-4
 
 
 def test_frontier_kernels_lists_every_op_and_implementation(capsys):

@@ -8,7 +8,7 @@ them (`--kernels`, `TrainConfig.kernels`: part of its config and hash; default `
 
 Nothing falls back. `check(cfg, device)` runs before training and stops a run whose implementation cannot run here
 with one line naming the op and the reason: no Neuron device or no real `nki` (for `nki`), a dtype or shape a kernel
-does not take, an n-gram bias the head kernel has no input for. For the kernel implementations it calls every op
+does not take. For the kernel implementations it calls every op
 once at the run's shapes (forward and backward), so a kernel that fails to compile or refuses a shape fails there,
 not mid-run. The run record's `implementations` are counted as the ops run (`ops.calls()`), not copied from here.
 
@@ -98,9 +98,6 @@ def check(cfg: RunConfig, device) -> None:
     why = availability(impl, device)
     if why:
         _refuse(impl, None, why)
-    if cfg.model.ngram is not None:
-        _refuse(impl, "head_softcap_cross_entropy", f"recipe {cfg.recipe!r} mixes an n-gram bias into the logits and "
-                "the head kernel has no input for it")
     if device.autocast_dtype is not None and impl == "interpreter":
         _refuse(impl, None, f"the interpreted kernels are fp32 and this device computes in {device.dtype_policy}")
     for op, run in op_cases(cfg, device.device):
@@ -154,11 +151,21 @@ def op_cases(cfg: RunConfig, device):
         return backward(ops.relu2_mlp(x, w1, w2, impl), x, w1, w2)
 
     def head_softcap_cross_entropy(impl):
+        """With the n-gram mix: a training batch's sparse bias (a row and 8 corrections per position, their
+        gradients checked too) and the evaluation's dense one."""
         gen, out = torch.Generator().manual_seed(0), []
-        for n in sorted({N, t.eval_batch_size * T}):
+        for n, kind in sorted({(N, "train"), (t.eval_batch_size * T, "eval")}):
             w, h = rand(gen, V, D, scale=0.02, grad=True), rand(gen, n, D, grad=True)
             targets = torch.randint(0, V, (n,), generator=gen).to(device)
-            out += backward(ops.head_softcap_cross_entropy(h, w, targets, m.logit_softcap, impl), h, w)
+            bias, leaves = {}, [h, w]
+            if m.ngram is not None and kind == "train":
+                vals = rand(gen, n, 8, grad=True)
+                bias = dict(bias_row=rand(gen, V), bias_tokens=torch.randint(0, V, (n, 8), generator=gen).to(device),
+                            bias_values=vals)
+                leaves.append(vals)
+            elif m.ngram is not None:
+                bias = dict(bias_dense=rand(gen, n, V))
+            out += backward(ops.head_softcap_cross_entropy(h, w, targets, m.logit_softcap, impl, **bias), *leaves)
         return out
 
     def newton_schulz(impl):

@@ -7,8 +7,9 @@ other dtype is refused (`UnsupportedError`), never converted quietly. What each 
 work per engine) is kept in `COUNTS` per kernel name, for a cost model.
 
 Layouts: the kernels take 2-D [tokens, features] HBM tensors, so (B, T, ...) activations are flattened to rows
-(RoPE: [B * T, H * hd], token n at position n % T); AdamW's state goes in flat; the n-gram bias has no kernel input
-(the head kernel refuses it: see `frontier.kernels.check`).
+(RoPE: [B * T, H * hd], token n at position n % T); AdamW's state goes in flat; the n-gram bias goes to the head
+kernel dense ([N, V]: the sparse corrections scattered first), and the gradients of its parts are read from the
+kernel's dz.
 """
 
 from __future__ import annotations
@@ -90,24 +91,49 @@ def relu2_mlp_bwd(x, w1, w2, dy, saved):
 
 
 # ---------------------------------------------------------------------------------------------------- head + CE
-def _no_bias(bias):
-    if any(b is not None for b in bias):
-        raise UnsupportedError("the head + cross-entropy kernel has no n-gram bias input")
+def dense_bias(h, w, bias):
+    """The bias as one dense [N, V] fp32 tensor for the head kernel (None when there is none): the row, plus the
+    sparse corrections scattered at their tokens, plus any dense part."""
+    row, toks, vals, dense = bias
+    if row is None and toks is None and dense is None:
+        return None
+    z = torch.zeros(h.size(0), w.size(0), dtype=torch.float32, device=h.device)
+    if row is not None:
+        z += row
+    if toks is not None:
+        z.scatter_add_(-1, toks, vals.float())
+    if dense is not None:
+        z += dense
+    return z
+
+
+def bias_grads(dz, bias):
+    """(d row, d values) from the kernel's dz [N, V]: the row's gradient sums over positions, the corrections'
+    gathers at their tokens."""
+    row, toks, vals, _ = bias
+    return (dz.sum(0) if row is not None else None), (dz.gather(-1, toks) if vals is not None else None)
 
 
 def head_ce_fwd(h, w, targets, cap, bias):
-    _no_bias(bias)
     t = targets.detach().to("cpu", torch.int32).numpy()
-    loss, lse = _call("head_ce", "head_ce_fwd", _np(h, "hidden"), _np(w, "w"), t, cap=cap)
+    z = dense_bias(h, w, bias)
+    if z is None:
+        loss, lse = _call("head_ce", "head_ce_fwd", _np(h, "hidden"), _np(w, "w"), t, cap=cap)
+    else:
+        loss, lse = _call("head_ce", "head_ce_bias_fwd", _np(h, "hidden"), _np(w, "w"), t, _np(z, "bias"), cap=cap)
     return _torch(loss, h), _torch(lse, h)
 
 
 def head_ce_bwd(h, w, targets, lse, dloss, cap, bias):
-    _no_bias(bias)
     t = targets.detach().to("cpu", torch.int32).numpy()
-    dh, dw = _call("head_ce", "head_ce_bwd", _np(h, "hidden"), _np(w, "w"), t, _np(lse, "lse"),
-                   _np(dloss, "dloss"), cap=cap)
-    return _torch(dh, h), _torch(dw, w), None, None
+    z = dense_bias(h, w, bias)
+    args = (_np(h, "hidden"), _np(w, "w"), t)
+    if z is None:
+        dh, dw = _call("head_ce", "head_ce_bwd", *args, _np(lse, "lse"), _np(dloss, "dloss"), cap=cap)
+        return _torch(dh, h), _torch(dw, w), None, None
+    dh, dw, dz = _call("head_ce", "head_ce_bias_bwd", *args, _np(z, "bias"), _np(lse, "lse"), _np(dloss, "dloss"),
+                       cap=cap)
+    return (_torch(dh, h), _torch(dw, w), *bias_grads(_torch(dz, h), bias))
 
 
 # ---------------------------------------------------------------------------------------------------- Muon

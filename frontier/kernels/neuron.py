@@ -80,14 +80,23 @@ def relu2_mlp_bwd(x, w1, w2, dy, saved):
 
 
 def head_ce_fwd(h, w, targets, cap, bias):
-    if any(b is not None for b in bias):
-        raise RuntimeError("the head + cross-entropy kernel has no n-gram bias input")
-    return _run("head_ce", "head_ce_fwd", 2, h, w, targets.to(torch.int32), cap=cap)
+    from .interpreted import dense_bias
+
+    z = dense_bias(h, w, bias)
+    if z is None:
+        return _run("head_ce", "head_ce_fwd", 2, h, w, targets.to(torch.int32), cap=cap)
+    return _run("head_ce", "head_ce_bias_fwd", 2, h, w, targets.to(torch.int32), z, cap=cap)
 
 
 def head_ce_bwd(h, w, targets, lse, dloss, cap, bias):
-    dh, dw = _run("head_ce", "head_ce_bwd", 2, h, w, targets.to(torch.int32), lse, dloss, cap=cap)
-    return dh, dw, None, None
+    from .interpreted import bias_grads, dense_bias
+
+    z = dense_bias(h, w, bias)
+    if z is None:
+        dh, dw = _run("head_ce", "head_ce_bwd", 2, h, w, targets.to(torch.int32), lse, dloss, cap=cap)
+        return dh, dw, None, None
+    dh, dw, dz = _run("head_ce", "head_ce_bias_bwd", 3, h, w, targets.to(torch.int32), z, lse, dloss, cap=cap)
+    return (dh, dw, *bias_grads(dz, bias))
 
 
 def newton_schulz(g, steps):

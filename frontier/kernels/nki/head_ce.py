@@ -49,10 +49,13 @@ D <= 1536):
   sums read back from HBM. HBM with NB token blocks: hidden, targets, lse, dloss read once, W read NB times, dW written
   NB times and read back NB - 1 times, dhidden written once (NB = 1 at the smoke shapes).
 
-Not here yet: the n-gram mix (`NGramMix.add_to`) adds a per-(position, vocabulary) bias to the capped logits. A
-second entry point taking that bias as an extra HBM input [N, V] would load its [rows, vw] tile next to each logit
-tile and add it to z before the max / exp (backward: the bias does not change g's formula but its tile must be
-re-read), at the price of reading N x V fp32 once per pass; that is deliberately left out for now.
+With a bias (the n-gram mix: `NGramMix` adds a per-(position, vocabulary) bias to the capped logits):
+head_ce_bias_fwd(hidden, w, targets, bias, cap) and head_ce_bias_bwd(hidden, w, targets, bias, lse, dloss, cap) take
+it dense, bias [N, V] fp32 in HBM: each [rows, vw] tile is DMA'd next to its logit tile and z = cap t + bias
+replaces cap t before the max / exp (VectorE `scalar_tensor_tensor`; no extra SBUF: the tile lands in a scratch
+tile). The backward also writes dz = dloss (softmax(z) - onehot) [N, V], the bias's gradient, tile by tile (the
+caller gathers the sparse corrections' gradients from it). Price: N x V fp32 read once per pass and written once by
+the backward (2 GiB each at the trn2 shapes), the HBM traffic the bias-free kernel avoids.
 """
 
 import nki
@@ -113,6 +116,19 @@ def _block_size(pos_block, ntiles, per_tile):
 @nki.jit
 def head_ce_fwd(hidden, w, targets, cap, pos_block=0):
     """(loss [N], lse [N]) of cross-entropy on cap * tanh(hidden W^T / cap), online over vocabulary chunks."""
+    return _forward(hidden, w, targets, None, cap, pos_block)
+
+
+@nki.jit
+def head_ce_bias_fwd(hidden, w, targets, bias, cap, pos_block=0):
+    """(loss [N], lse [N]) as head_ce_fwd, of z = cap * tanh(hidden W^T / cap) + bias, bias [N, V] fp32 in HBM."""
+    return _forward(hidden, w, targets, bias, cap, pos_block)
+
+
+def _forward(hidden, w, targets, bias, cap, pos_block):
+    """The forward body. Without a bias the online log-sum-exp runs on t = tanh(l / cap) with scale cap; with one,
+    each tile's bias is DMA'd into the scratch tile and z = cap t + bias replaces t in place (scale 1): no more SBUF."""
+    zscale = cap if bias is None else 1.0
     n, d = hidden.shape
     v = w.shape[0]
     assert w.shape == (v, d) and targets.shape == (n,)
@@ -154,22 +170,26 @@ def head_ce_fwd(hidden, w, targets, cap, pos_block=0):
                 _logits(l_ps, ht, t, wt, dch, rows, vw)
                 th = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.activation(dst=th, op=nl.tanh, data=l_ps[0:rows, 0:vw], scale=1.0 / cap)
+                junk = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
+                if bias is not None:  # th <- z = cap th + bias (the bias tile lands in the scratch tile first)
+                    nisa.dma_copy(dst=junk, src=bias[r0:r0 + rows, v0:v0 + vw])
+                    nisa.scalar_tensor_tensor(dst=th, data=th, op0=nl.multiply, operand0=cap, op1=nl.add,
+                                              operand1=junk)
                 mx = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.tensor_reduce(dst=mx, op=nl.maximum, data=th, axis=1)
                 nm = nms[ci % 2][0:rows, t:t + 1]
                 nm_old = nms[(ci + 1) % 2][0:rows, t:t + 1]
                 s_col = ssum[0:rows, t:t + 1]
                 t_col = tsum[0:rows, t:t + 1]
-                junk = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
                 if ci == 0:
-                    nisa.tensor_scalar(dst=nm, data=mx, op0=nl.multiply, operand0=-cap)
-                    nisa.activation(dst=junk, op=nl.exp, data=th, scale=cap, bias=nm, reduce_op=nl.add,
+                    nisa.tensor_scalar(dst=nm, data=mx, op0=nl.multiply, operand0=-zscale)
+                    nisa.activation(dst=junk, op=nl.exp, data=th, scale=zscale, bias=nm, reduce_op=nl.add,
                                     reduce_res=s_col, reduce_cmd=nisa.reduce_cmd.reset_reduce)
                 else:
-                    nisa.tensor_scalar(dst=nm, data=mx, op0=nl.multiply, operand0=-cap, op1=nl.minimum,
+                    nisa.tensor_scalar(dst=nm, data=mx, op0=nl.multiply, operand0=-zscale, op1=nl.minimum,
                                        operand1=nm_old)
                     part = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
-                    nisa.activation(dst=junk, op=nl.exp, data=th, scale=cap, bias=nm, reduce_op=nl.add,
+                    nisa.activation(dst=junk, op=nl.exp, data=th, scale=zscale, bias=nm, reduce_op=nl.add,
                                     reduce_res=part, reduce_cmd=nisa.reduce_cmd.reset_reduce)
                     alpha = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
                     nisa.activation(dst=alpha, op=nl.exp, data=nm_old, scale=-1.0, bias=nm)
@@ -194,7 +214,7 @@ def head_ce_fwd(hidden, w, targets, cap, pos_block=0):
             nisa.activation(dst=lse_t, op=nl.log, data=ssum[0:rows, t:t + 1])
             nisa.tensor_tensor(dst=lse_t, data1=lse_t, data2=nm_fin[0:rows, t:t + 1], op=nl.subtract)
             loss_t = nl.ndarray((rows, 1), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.scalar_tensor_tensor(dst=loss_t, data=tsum[0:rows, t:t + 1], op0=nl.multiply, operand0=-cap,
+            nisa.scalar_tensor_tensor(dst=loss_t, data=tsum[0:rows, t:t + 1], op0=nl.multiply, operand0=-zscale,
                                       op1=nl.add, operand1=lse_t)
             nisa.dma_copy(dst=_column(loss, r0, rows), src=loss_t)
             nisa.dma_copy(dst=_column(lse, r0, rows), src=lse_t)
@@ -212,6 +232,19 @@ def _vocab_block(d):
 @nki.jit
 def head_ce_bwd(hidden, w, targets, lse, dloss, cap, pos_block=0):
     """(dhidden [N, D], dW [V, D]) of sum_n dloss[n] * loss[n], logit tiles recomputed (module docstring)."""
+    return _backward(hidden, w, targets, None, lse, dloss, cap, pos_block)
+
+
+@nki.jit
+def head_ce_bias_bwd(hidden, w, targets, bias, lse, dloss, cap, pos_block=0):
+    """(dhidden [N, D], dW [V, D], dz [N, V]) for head_ce_bias_fwd: dz = dloss (softmax(z) - onehot) is also the
+    gradient of the bias, written tile by tile as it is computed."""
+    return _backward(hidden, w, targets, bias, lse, dloss, cap, pos_block)
+
+
+def _backward(hidden, w, targets, bias, lse, dloss, cap, pos_block):
+    """The backward body; with a bias, z = cap t + bias replaces cap t in p = exp(z - lse) (t^2 taken first), and
+    dz = (p - onehot) dloss goes to HBM before g = (p - onehot) dloss (1 - t^2) overwrites its tile."""
     n, d = hidden.shape
     v = w.shape[0]
     assert w.shape == (v, d) and targets.shape == (n,) and lse.shape == (n,) and dloss.shape == (n,)
@@ -223,6 +256,7 @@ def head_ce_bwd(hidden, w, targets, lse, dloss, cap, pos_block=0):
     pb = _block_size(pos_block, len(tiles), (2 * d + kt_n * pmax + 8) * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    dz_out = nl.ndarray((n, v), dtype=nl.float32, buffer=nl.shared_hbm) if bias is not None else None
     tp = nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum)
     l_ps = nl.ndarray((pmax, vb), dtype=nl.float32, buffer=nl.psum)
     dh_ps = nl.ndarray((pmax, d), dtype=nl.float32, buffer=nl.psum)
@@ -264,10 +298,15 @@ def head_ce_bwd(hidden, w, targets, lse, dloss, cap, pos_block=0):
                 _logits(l_ps, ht, t, wt, dch, rows, vw)
                 th = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.activation(dst=th, op=nl.tanh, data=l_ps[0:rows, 0:vw], scale=1.0 / cap)
-                p = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
-                nisa.activation(dst=p, op=nl.exp, data=th, scale=cap, bias=nlse[0:rows, t:t + 1])
                 t2 = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
                 nisa.tensor_tensor(dst=t2, data1=th, data2=th, op=nl.multiply, engine=nisa.engine.gpsimd)
+                p = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
+                if bias is None:
+                    nisa.activation(dst=p, op=nl.exp, data=th, scale=cap, bias=nlse[0:rows, t:t + 1])
+                else:  # th <- z = cap t + bias (the bias tile lands in p first), p = exp(z - lse)
+                    nisa.dma_copy(dst=p, src=bias[r0:r0 + rows, v0:v0 + vw])
+                    nisa.scalar_tensor_tensor(dst=th, data=th, op0=nl.multiply, operand0=cap, op1=nl.add, operand1=p)
+                    nisa.activation(dst=p, op=nl.exp, data=th, bias=nlse[0:rows, t:t + 1])
                 wgt = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)  # dloss * (1 - t^2)
                 nisa.tensor_scalar(dst=wgt, data=t2, op0=nl.multiply, operand0=ndl[0:rows, t:t + 1], op1=nl.add,
                                    operand1=dl[0:rows, t:t + 1], engine=nisa.engine.scalar)
@@ -275,6 +314,9 @@ def head_ce_bwd(hidden, w, targets, lse, dloss, cap, pos_block=0):
                 nisa.scalar_tensor_tensor(dst=e, data=ids[0:rows, 0:vw], op0=nl.equal,
                                           operand0=tgt[0:rows, t:t + 1], op1=nl.subtract, operand1=p, reverse1=True)
                 g = nl.ndarray((rows, vw), dtype=nl.float32, buffer=nl.sbuf)
+                if bias is not None:  # dz = (p - onehot) dloss, the bias gradient
+                    nisa.tensor_scalar(dst=g, data=e, op0=nl.multiply, operand0=dl[0:rows, t:t + 1])
+                    nisa.dma_copy(dst=dz_out[r0:r0 + rows, v0:v0 + vw], src=g)
                 nisa.tensor_tensor(dst=g, data1=e, data2=wgt, op=nl.multiply, engine=nisa.engine.gpsimd)
                 gt = nl.ndarray((pmax, subs, pmax), dtype=nl.float32, buffer=nl.sbuf)
                 for s in range(len(sch)):
@@ -312,4 +354,6 @@ def head_ce_bwd(hidden, w, targets, lse, dloss, cap, pos_block=0):
         for t in range(nb):
             r0, rows = block[t]
             nisa.dma_copy(dst=dh_out[r0:r0 + rows, :], src=dha[0:rows, t, :])
+    if bias is not None:
+        return dh_out, dw_out, dz_out
     return dh_out, dw_out
