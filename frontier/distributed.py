@@ -336,6 +336,9 @@ def collective_failure(e: BaseException) -> bool:
 
     if isinstance(e, getattr(dist, "DistError", ())):
         return True
+    text = str(e).lower()  # DDP's reducer fails inside backward, from C++: known by its message
+    if any(w in text for w in ("gloo", "nccl", "processgroup", "c10d", "connection reset", "connection closed")):
+        return True
     tb, where = e.__traceback__, os.path.join("torch", "distributed", "")
     while tb is not None:
         if where in tb.tb_frame.f_code.co_filename and "elastic" not in tb.tb_frame.f_code.co_filename:
