@@ -253,10 +253,22 @@ def cmd_book(a) -> int:
 def cmd_bench(a) -> int:
     from .bench import cli_command, default_record_dir, format_bench, run_bench
 
+    nproc = None
+    if a.nproc is not None:
+        try:
+            nproc = [int(v) for v in a.nproc.split(",") if v.strip()]
+        except ValueError:
+            nproc = []
+        if not nproc or min(nproc) < 1:
+            raise UserError(f"--nproc {a.nproc!r} is not a list of process counts", "pass e.g. --nproc 1,2")
     command = cli_command("bench", a.recipes, {"--profile": a.profile, "--steps": a.steps, "--repeats": a.repeats,
-                                                "--device": a.device, "--data": a.data, "--cold": a.cold})
+                                                "--device": a.device, "--data": a.data, "--cold": a.cold,
+                                                "--no-memory": a.no_memory, "--nproc": a.nproc})
     result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
-                       cold=a.cold, out=a.out or default_record_dir(a.profile), command=command)
+                       cold=a.cold, memory=not a.no_memory, out=a.out or default_record_dir(a.profile),
+                       command=command, nproc=nproc)
+    if result["path"] is None:  # a rank other than 0 of a bench under torchrun: rank 0 reports
+        return 0
     print(format_bench(result))
     print(f"bench record: {result['path']}")
     return 0
@@ -411,6 +423,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
+    s.add_argument("--no-memory", action="store_true", help="skip peak memory (on the CPU: a fresh process per "
+                                                            "recipe, one process only)")
+    s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
+                                                       "(N > 1 under torchrun, data-parallel), one after another, "
+                                                       "rows side by side (default: this process)")
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench)
