@@ -385,13 +385,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("compare", help="compare runs with their noise",
                        description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "
-                                   "config hash (budget and every config field) and step limit. Each metric has a "
+                                   "config hash (budget and every config field), step limit and process count "
+                                   "(world_size). Each metric has a "
                                    "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
                                    "is called better or worse only beyond the noise. --paired pairs the runs of "
                                    "two groups by seed and tests the per-seed differences (paired t-test). "
                                    + NOISE_RULE)
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit; coarser: "
+    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit + "
+                                               "process count; coarser: "
                                                "recipe, config_hash, profile, recipe+budget, label, or a record field)")
     s.add_argument("--metric", default="val_bpb", help="record field to compare, with its direction (default val_bpb, "
                                                        "lower is better; e.g. tokens_per_s, higher is better)")
