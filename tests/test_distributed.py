@@ -34,7 +34,7 @@ from frontier.devices import select_device
 from frontier.recipes import RECIPES, resolve
 
 # float32 sums in another order differ by a few units in the last place (about 1e-7 relative) at each step;
-# over STEPS steps of training that stays near 1e-7 here (measured: at most ~3e-7). A real difference in what
+# over STEPS steps of training that stays near 1e-7 here (measured: at most 1.6e-7). A real difference in what
 # is trained (a rank missing the other's rows, a wrong learning rate, counts of half the batch) moves the losses
 # by 1e-3 or more from the second step on.
 REL_TOL = 1e-5
