@@ -72,6 +72,17 @@ def build_model(cfg: RunConfig, batch_size: int | None = None) -> torch.nn.Modul
                kernels=cfg.train.kernels)
 
 
+def load_weights(model: torch.nn.Module, state: dict) -> None:
+    """Load a checkpoint's model state. The sparse bigram update's gradient sink (`*.sink`: zeros of a training
+    batch's shape, not a weight) is left as the model has it: its shape is the rows of one process's batch, which
+    differ between a run on one process and a rank of N, or evaluation."""
+    sinks = {k for k, v in model.state_dict().items() if k.endswith(".sink")}
+    missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k not in sinks}, strict=False)
+    if set(missing) - sinks or unexpected:
+        raise RuntimeError(f"the checkpoint does not fit the model: missing {sorted(set(missing) - sinks)}, "
+                           f"unexpected {sorted(unexpected)}")
+
+
 class _StopFlag:
     """SIGINT/SIGTERM set a flag that the loop checks after each step; a second signal acts as usual."""
 
@@ -255,7 +266,7 @@ def train(
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
+        load_weights(model, ckpt["model"])
         opts.load_state_dict(ckpt["optim"])
         loader.load_state_dict(ckpt["loader"])
         clock = BudgetClock.from_state(ckpt["clock"])
@@ -416,7 +427,7 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
     ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
     cfg = RunConfig.from_dict(ckpt["config"])
     model = build_model(cfg)
-    model.load_state_dict(ckpt["model"])
+    load_weights(model, ckpt["model"])
     if weights == "ema" and cfg.train.ema is None:
         raise UserError(f"the run in {str(run_dir)!r} has no EMA of its weights",
                         "evaluate its live weights (--weights live, or no --weights)")

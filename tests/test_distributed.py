@@ -56,6 +56,7 @@ def _cfg(recipe: str, vocab_size: int):
 def worker(data: str, out: str) -> None:
     """Run on each rank by torchrun: every recipe for STEPS steps, the resume reference, and a check that
     `map_shards` gives each rank its share."""
+    from frontier import trainer
     from frontier.data import Dataset
     from frontier.trainer import train
 
@@ -71,6 +72,14 @@ def worker(data: str, out: str) -> None:
               progress=False, dist=dist)
     train(_cfg("baseline", dataset.vocab_size), dataset, out / "resume-reference", DEVICE, seed=SEED,
           steps=RESUME_STEPS, progress=False, dist=dist)
+    # A run that rank 0's SIGINT stops early (the first progress update raises it, after step 1), for a resume
+    # by one process: the sparse table's gradient sink is a rank's batch wide in its checkpoint.
+    trainer.Progress.update = lambda self, *a, **k: signal.raise_signal(signal.SIGINT)
+    try:
+        train(_cfg("bigram", dataset.vocab_size), dataset, out / "interrupted-bigram", DEVICE, seed=SEED,
+              steps=STEPS, dist=dist)
+    except trainer.RunStopped:
+        pass
     distributed.close()
 
 
@@ -142,6 +151,23 @@ def test_two_ranks_train_what_one_process_trains(recipe, two_ranks, small_data, 
         b = torch.load(tmp_path / recipe / "checkpoint.pt", weights_only=False)["model"]
         tables = [k for k in b if k.startswith("ngram.") and b[k].dtype in (torch.int64, torch.bool)]
         assert tables and all(torch.equal(a[k], b[k]) for k in tables)
+
+
+def test_a_two_rank_run_resumes_and_evaluates_on_one_process(two_ranks, small_data, tmp_path, one_thread):
+    from frontier.trainer import evaluate_run, train
+
+    run = two_ranks / "interrupted-bigram"
+    rec = _records(run)
+    # raised after step 1's all-reduce, the signal reaches every rank with step 2's: both stop after step 2
+    assert (rec["status"], rec["signal"], rec["steps"], rec["world_size"]) == ("interrupted", "SIGINT", 2, 2)
+    cfg = _cfg("bigram", small_data.vocab_size)
+    resumed = train(cfg, small_data, run, DEVICE, resume=True, progress=False)  # one process now
+    full = train(cfg, small_data, tmp_path / "full", DEVICE, seed=SEED, steps=STEPS, progress=False)
+    assert resumed["status"] == "finished" and resumed["steps"] == STEPS and resumed["world_size"] == 1
+    for a, b in zip(resumed["curve"]["train_loss"], full["curve"]["train_loss"]):
+        assert math.isclose(a, b, rel_tol=REL_TOL)
+    two = _records(two_ranks / "bigram")  # a 2-rank checkpoint, evaluated by one process
+    assert evaluate_run(two_ranks / "bigram", small_data, CPU)["val_bpb"] == pytest.approx(two["val_bpb"], rel=1e-9)
 
 
 def test_a_batch_the_ranks_cannot_share_is_refused(small_data):
