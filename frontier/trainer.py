@@ -245,7 +245,7 @@ def train(
     kernels.check(cfg, device)  # before anything is written: a choice that cannot run here leaves no run folder
     dist.rank_batch(cfg.train.batch_size)  # a batch the ranks cannot share stops every rank, before anything
     dist.agree(lambda: _prepare_run_dir(run_dir, resume))  # rank 0 writes; its refusal stops every rank
-    ckpt = None
+    ckpt, sessions = None, [dist.world_size]  # the process count of each session of the run
     if resume:
         if not (run_dir / CHECKPOINT).is_file():
             raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume", "resume a run folder that was interrupted")
@@ -255,6 +255,7 @@ def train(
         if old.get("status") == "finished":
             raise UserError(f"{str(run_dir)!r} already finished", "start a new run with another --out")
         label = label or old.get("label")
+        sessions = old.get("world_size_by_session", [old.get("world_size", 1)]) + sessions
 
     if cfg.train.compile or cfg.train.compile_optimizer:
         fresh_compile()  # this run compiles for itself: its compile time and counts are its own
@@ -292,6 +293,8 @@ def train(
         "kernels": cfg.train.kernels,
         "world_size": dist.world_size,  # processes (data-parallel ranks); not in the config: it trains the same
         "distributed": dist.describe(cfg.train.batch_size),
+        # a run resumed on another process count: each session's (it trains the same either way)
+        **({"world_size_by_session": sessions} if len(set(sessions)) > 1 else {}),
     }
 
     def record(status: str, **extra) -> dict:

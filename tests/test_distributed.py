@@ -164,6 +164,7 @@ def test_a_two_rank_run_resumes_and_evaluates_on_one_process(two_ranks, small_da
     resumed = train(cfg, small_data, run, DEVICE, resume=True, progress=False)  # one process now
     full = train(cfg, small_data, tmp_path / "full", DEVICE, seed=SEED, steps=STEPS, progress=False)
     assert resumed["status"] == "finished" and resumed["steps"] == STEPS and resumed["world_size"] == 1
+    assert resumed["world_size_by_session"] == [2, 1] and "world_size_by_session" not in full
     for a, b in zip(resumed["curve"]["train_loss"], full["curve"]["train_loss"]):
         assert math.isclose(a, b, rel_tol=REL_TOL)
     two = _records(two_ranks / "bigram")  # a 2-rank checkpoint, evaluated by one process
