@@ -14,6 +14,14 @@ keep their result as a JSON file: `record` ("frontier-bench"), `kind` ("bench" o
 table), and `path`. `out` is a folder, where a new file `<kind>-<names>-<YYYYmmdd-HHMMSS>.json` is made beside
 the older ones (the CLI's default folder: `runs/bench/<profile>/`), or a `.json` file, which must not exist: a
 record is never overwritten. `load_bench_record` reads one back.
+
+Process counts (`nproc`, `frontier bench baseline --nproc 1,2`): one process against N data-parallel processes
+(`frontier.distributed`), side by side in one record. Each count is a job of its own, run one after the other (a
+NeuronCore serves one process at a time, so two jobs cannot share a chip): 1 is `frontier bench` in a fresh
+process, N > 1 the same command under torchrun, where every rank builds and steps the recipes on its share of each
+batch and rank 0 times the rounds (between barriers, so a round ends when the slowest rank has finished it). Within
+a job the recipes alternate as above; tokens/s counts the global batch, so the counts compare directly. Each row
+says its `nproc`; `ratio` is against the first row; peak memory is measured for one process only.
 """
 
 from __future__ import annotations
@@ -31,7 +39,7 @@ from pathlib import Path
 
 import torch
 
-from . import records
+from . import distributed, records
 from .compile import CompileWatch
 from .data import Dataset, embedded_dataset
 from .dataloader import TrainLoader
@@ -59,22 +67,24 @@ class Entry:
     peak_mib: float | None = None
     compile_counts: dict | None = None
     ema: WeightEMA | None = None
+    dist: distributed.Dist = distributed.ONE
 
 
 def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
     """The trainer's own step (streaming n-gram counting included: the bench sits in the first epoch; the EMA's
     update too, where the recipe has one)."""
-    train_step(e.step_model, e.opts, e.loader, dev, 0.0, step, getattr(e.model, "ngram", None), e.ema)
+    train_step(e.step_model, e.opts, e.loader, dev, 0.0, step, getattr(e.model, "ngram", None), e.ema, e.dist)
 
 
-def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset) -> Entry:
+def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset,
+                dist: distributed.Dist = distributed.ONE) -> Entry:
     """A recipe built for the bench. Its EMA, where it has one, starts at the first step (start_frac 0): the bench
     runs at fraction 0, and times the steps as they are once the average has started."""
     cfg = resolve(recipe, profile)
     dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
-    run = setup_training(cfg, dataset, dev, seed=0)
+    run = setup_training(cfg, dataset, dev, seed=0, dist=dist)
     ema = WeightEMA(run.model, dataclasses.replace(cfg.train.ema, start_frac=0.0)) if cfg.train.ema else None
-    return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader, ema=ema)
+    return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader, ema=ema, dist=dist)
 
 
 def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> float:
@@ -113,22 +123,72 @@ def cold_compile_caches():
 
 def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats: int = 3, device: str = "auto",
               data: str | None = None, warmup_steps: int | None = None, memory: bool = True, cold: bool = False,
-              log=print, out: str | Path | None = None, command: list[str] | None = None) -> dict:
+              log=print, out: str | Path | None = None, command: list[str] | None = None,
+              nproc: list[int] | None = None) -> dict:
     """Bench `recipes` side by side; the result holds every round's samples, the derived figures (`summarise`)
     and the record's header. `cold`: compile without the on-disk caches, so that `first_step_s` is the whole cost
     of compiling. `out` (a folder, or a .json file that must not exist; checked before the bench runs): write the
     result there as a bench record; `result["path"]` is its file (None without `out`). `command`: how the bench
-    was asked for (default: this call, written as Python)."""
+    was asked for (default: this call, written as Python). `nproc`: process counts to compare, each a job of its
+    own (see the module's docstring; None: this process, or under torchrun every rank of the job)."""
     arguments = {"recipes": list(recipes), "profile": profile, "steps": steps, "repeats": repeats, "device": device,
                  "data": data, "warmup_steps": warmup_steps, "memory": memory, "cold": cold}
-    path = new_record_path(out, "bench", recipes) if out is not None else None
-    with cold_compile_caches() if cold else nullcontext():
-        result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
+    if nproc is not None:
+        arguments["nproc"] = list(nproc)
+    path = new_record_path(out, "bench", recipes) if out is not None and distributed.env_rank() == 0 else None
+    if nproc is not None and not distributed.launched():
+        result = _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, nproc,
+                                 log)
+    else:
+        with cold_compile_caches() if cold else nullcontext():
+            result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
     result = {**record_header("bench", arguments, command or [_python_call("run_bench", arguments)]), **result,
               "path": None}
     if path is not None:
         write_bench_record(result, path)
     return result
+
+
+def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, counts, log) -> dict:
+    """Each process count in `counts` as a job of its own (`frontier bench` in a fresh process, under torchrun for
+    N > 1), one after the other; their rows side by side, `ratio` against the first row."""
+    import tempfile
+
+    if warmup_steps is not None:
+        raise UserError("warmup_steps cannot be passed to the jobs of a bench over process counts",
+                        "leave it at its default (the recipe's uncharged steps)")
+    prof = get_profile(profile)
+    dataset = Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log)  # prepared before any job
+    for n in counts:
+        distributed.check_batch(prof.batch_size, n)
+    jobs, rows = [], []
+    with tempfile.TemporaryDirectory(prefix="frontier-bench-") as tmp:
+        for n in counts:
+            path = Path(tmp) / f"nproc{n}.json"
+            argv = cli_command("bench", list(recipes), {"--profile": prof.name, "--steps": steps, "--repeats": repeats,
+                                                        "--device": device, "--data": str(dataset.folder),
+                                                        "--cold": cold, "--no-memory": not memory,
+                                                        "--out": str(path)})[1:]
+            if n == 1:
+                cmd = [sys.executable, "-m", "frontier", *argv]
+            else:
+                cmd = [sys.executable, "-m", "torch.distributed.run", *distributed.torchrun_args(n, argv)]
+            log(f"bench: {n} process{'es' if n > 1 else ''}: {' '.join(cmd[1:])}")
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                last = ([l for l in proc.stderr.splitlines() if l.strip()] or ["no message"])[-1]
+                raise UserError(f"the bench on {n} process(es) failed ({last.strip()[:300]})",
+                                f"run it alone to see why: {' '.join(cmd)}")
+            job = load_bench_record(path)
+            jobs.append({"nproc": n, "command": cmd, "device": job["device"], "hardware": job["hardware"],
+                         "distributed": job.get("distributed")})
+            rows += [{**row, "nproc": n} for row in job["rows"]]
+    base = rows[0]["tokens_per_s_median"]
+    for row in rows:
+        row["ratio"] = row["tokens_per_s_median"] / base
+    return {"profile": prof.name, "device": jobs[0]["device"], "steps": steps, "repeats": repeats,
+            "tokens_per_step": prof.batch_size * prof.seq_len, "rows": rows, "hardware": jobs[0]["hardware"],
+            "jobs": jobs}
 
 
 def summarise(recipes: list[str], samples: list[list[float]], step_ms: list[list[float]]) -> list[dict]:
@@ -148,12 +208,15 @@ def summarise(recipes: list[str], samples: list[list[float]], step_ms: list[list
 
 
 def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log) -> dict:
+    """The bench in this process; under torchrun on every rank of the job (rank 0 times the rounds and logs)."""
     prof = get_profile(profile)
-    dev = select_device(device)
-    dataset = Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log)
+    dist, dev = distributed.init(select_device(device))
+    if not dist.is_main:
+        log = lambda *a, **k: None  # noqa: E731 -- rank 0 speaks for the job
+    dataset = dist.main_first(lambda: Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log))
     entries = []
     for r in recipes:
-        e = build_entry(r, prof, dev, dataset)
+        e = build_entry(r, prof, dev, dataset, dist)
         watch = CompileWatch(e.cfg.train.compile, strict=False, log=log)
         n_warm = warmup_steps if warmup_steps is not None else max(e.cfg.train.uncharged_steps, 2)
         t0 = time.perf_counter()
@@ -172,33 +235,39 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
         for e in entries:
             if dev.kind == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            tokens = e.cfg.train.batch_size * e.cfg.train.seq_len
+            tokens = e.cfg.train.batch_size * e.cfg.train.seq_len  # the global batch's
+            dist.barrier()  # with data parallelism a round starts and ends on every rank
             t = time.perf_counter()
             for i in range(steps):
                 _step(e, dev, 1000 + i)
-            dt = time.perf_counter() - t
+            dist.barrier()
+            dt = dist.from_main(time.perf_counter() - t)
             e.tokens_per_s.append(steps * tokens / dt)
             e.step_ms.append(1000 * dt / steps)
             if dev.kind == "cuda":
                 e.peak_mib = max(e.peak_mib or 0.0, torch.cuda.max_memory_allocated() / 2**20)
-    if memory and dev.kind == "cpu":
+    if memory and dev.kind == "cpu" and not dist.enabled:
         for e in entries:
             e.peak_mib = peak_memory_child(e.recipe, prof.name, str(dataset.folder))
     rows = summarise([e.recipe for e in entries], [e.tokens_per_s for e in entries], [e.step_ms for e in entries])
     for row, e in zip(rows, entries):
         row.update(first_step_s=e.first_step_s, warmup_s=e.warmup_s, peak_mib=e.peak_mib, compile=e.compile_counts)
     return {"profile": prof.name, "device": dev.describe(), "steps": steps, "repeats": repeats,
-            "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device)}
+            "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device),
+            "world_size": dist.world_size, "distributed": dist.describe(prof.batch_size)}
 
 
 def format_bench(result: dict) -> str:
     d = result["device"]
     lines = [f"bench: profile {result['profile']}, {d['backend']} ({d['dtype_policy']}), "
-             f"{result['repeats']} rounds x {result['steps']} steps, alternating; ratio = median / first recipe's median",
+             f"{result['repeats']} rounds x {result['steps']} steps, alternating; ratio = median / first recipe's median"
+             + ("; x N = N data-parallel processes (one job per count, one after another)" if result.get("jobs")
+                else ""),
              f"{'recipe':<16}{'tok/s min':>11}{'median':>10}{'max':>10}{'ratio':>8}{'step ms':>9}{'peak MiB':>10}{'first step s':>14}"]
     for r in result["rows"]:
         peak = "-" if r["peak_mib"] is None else f"{r['peak_mib']:.0f}"
-        lines.append(f"{r['recipe']:<16}{r['tokens_per_s_min']:>11,.0f}{r['tokens_per_s_median']:>10,.0f}"
+        name = r["recipe"] + (f" x{r['nproc']}" if "nproc" in r else "")  # x N: N data-parallel processes
+        lines.append(f"{name:<16}{r['tokens_per_s_min']:>11,.0f}{r['tokens_per_s_median']:>10,.0f}"
                      f"{r['tokens_per_s_max']:>10,.0f}{r['ratio']:>7.2f}x{r['step_ms_median']:>9.1f}{peak:>10}"
                      f"{r['first_step_s']:>14.2f}")
     return "\n".join(lines)

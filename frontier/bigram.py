@@ -137,9 +137,12 @@ class SparseRowAdam:
     where it is, so every slot can be written back without a mask (all writes to the scratch row are equal).
     """
 
-    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig):
+    def __init__(self, emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, exchange=None):
         self.emb = emb
         self.params = [emb.table, emb.sink]
+        # Data parallelism: (row ids, gradient rows) of this rank's positions -> those of the whole batch
+        # (`frontier.distributed.Dist.exchange_rows`), so every rank updates the same rows alike. None: one process.
+        self.exchange = exchange
         self.base_lr, (self.b1, self.b2), self.eps, self.wd = cfg.lr, o.adam_betas, o.adam_eps, o.weight_decay
         table = emb.table
         self.moments = torch.zeros(table.size(0), 2, table.size(1), device=table.device)  # m and v side by side
@@ -158,7 +161,10 @@ class SparseRowAdam:
                     "run a training-mode forward of the batch, with gradients on, and backward() before step()")
             return
         rows = self.emb.rows(inputs).reshape(-1)
-        slots, g = sum_by_row(rows, grad.reshape(rows.numel(), -1), scratch=self.emb.table.size(0) - 1)
+        grads = grad.reshape(rows.numel(), -1)
+        if self.exchange is not None:
+            rows, grads = self.exchange(rows, grads)
+        slots, g = sum_by_row(rows, grads, scratch=self.emb.table.size(0) - 1)
         lr = self.base_lr * lr_mult
         p, mv, c = self.emb.table[slots], self.moments[slots], self.count[slots] + 1
         m = mv[:, 0].lerp_(g, 1 - self.b1)
@@ -200,8 +206,11 @@ def sum_by_row(rows: torch.Tensor, grads: torch.Tensor, scratch: int):
     return slots, summed
 
 
-def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False):
-    return SparseRowAdam(emb, cfg, o) if cfg.update == "sparse" else DenseTableAdamW(emb, cfg, o, fused)
+def make_bigram_update(emb: BigramEmbedding, cfg: BigramConfig, o: OptimConfig, fused: bool = False,
+                       exchange=None):
+    """The table's update; `exchange`: see `SparseRowAdam` (the dense update's gradient is an ordinary one, which
+    data parallelism averages like any other)."""
+    return SparseRowAdam(emb, cfg, o, exchange) if cfg.update == "sparse" else DenseTableAdamW(emb, cfg, o, fused)
 
 
 def table_step(emb: BigramEmbedding, upd, idx: torch.Tensor, upstream: torch.Tensor, lr_mult: float = 1.0) -> None:

@@ -78,12 +78,15 @@ def _ema_override(a, recipe):
 
 
 def cmd_train(a) -> int:
+    """One process, or data parallelism: with N > 1 processes (--nproc, the profile's `nproc`, or a resumed run's
+    `world_size`) this process launches torchrun and waits (`frontier.distributed.launch`); under torchrun each
+    rank trains its share of every batch and rank 0 speaks for the job."""
+    from . import distributed
     from .devices import select_device
     from .profiles import get_profile
     from .recipes import get_recipe, resolve
     from .trainer import train
 
-    device = select_device(a.device)
     label = None
     if a.resume and a.kernels:
         raise UserError("--kernels cannot change a run being resumed", "drop it: --resume continues the run's own "
@@ -96,34 +99,59 @@ def cmd_train(a) -> int:
         from .records import load_record
 
         rec = load_record(a.resume)
-        cfg = RunConfig.from_dict(rec["config"])
-        dataset = _load_dataset(a.data or rec["data"]["folder"], cfg.model.vocab_size)
-        run_dir = Path(a.resume)
-        seed = rec["seed"]
+        resumed = RunConfig.from_dict(rec["config"])
+        data, vocab_size, nproc = a.data or rec["data"]["folder"], resumed.model.vocab_size, a.nproc or rec.get(
+            "world_size", 1)
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
         ema = _ema_override(a, recipe)
+        data, vocab_size, nproc = a.data, profile.vocab_size, a.nproc or profile.nproc
+
+    def config(dataset, kernels):
+        return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels)
+
+    def default_run_dir(cfg) -> Path:
+        return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+    if nproc > 1 and not distributed.launched():  # the launcher: check what can be checked here, then torchrun
+        dataset = _load_dataset(data, vocab_size)  # prepared once, before the ranks open it
+        cfg = resumed if a.resume else config(dataset, a.kernels or "reference")  # bad input fails here
+        distributed.check_batch(cfg.train.batch_size, nproc)
+        run_dir = Path(a.resume or a.out or default_run_dir(cfg))
+        argv = list(a.argv) + ([] if a.resume or a.out else ["--out", str(run_dir)])
+        return distributed.launch(argv, nproc, run_dir)
+
+    device = select_device(a.device)
+    dist, device = distributed.init(device, a.dist_timeout)
+    if dist.enabled and a.nproc and a.nproc != dist.world_size:
+        raise UserError(f"--nproc {a.nproc} but torchrun started {dist.world_size} processes",
+                        "drop --nproc under torchrun, or pass torchrun's --nproc-per-node")
+    dataset = dist.main_first(lambda: _load_dataset(data, vocab_size))  # rank 0 prepares, the others open
+    if a.resume:
+        cfg, run_dir, seed = resumed, Path(a.resume), rec["seed"]
+    else:
         if ema is not None:  # a variant of the recipe: its label names the setting
             from .experiments import ema_label
 
             label = ema_label(ema)
-        dataset = _load_dataset(a.data, profile.vocab_size)
         # the model takes the data's vocabulary
         from .kernels import default_for
 
-        cfg = resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema,
-                      kernels=a.kernels or default_for(device))
-        seed = a.seed
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run_dir = Path(a.out) if a.out else Path("runs") / cfg.profile / f"{cfg.recipe}-s{seed}-{stamp}"
-    print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}), kernels "
-          f"{cfg.train.kernels}; "
-          f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}; run folder {run_dir}",
-          flush=True)
+        cfg, seed = config(dataset, a.kernels or default_for(device)), a.seed
+        run_dir = Path(a.out) if a.out else Path(dist.share(str(default_run_dir(cfg))))  # rank 0's folder
+    if dist.is_main:
+        procs = (f"; {dist.world_size} processes ({dist.backend}), {dist.rank_batch(cfg.train.batch_size)} of the "
+                 f"batch's {cfg.train.batch_size} rows each" if dist.enabled else "")
+        print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}), kernels "
+              f"{cfg.train.kernels}; "
+              f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}{procs}; run folder "
+              f"{run_dir}", flush=True)
     rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
-                progress=not a.no_progress, command=sys.argv, label=label)
+                progress=not a.no_progress, command=sys.argv, label=label, dist=dist)
+    if not dist.is_main:  # rank 0 reports for the job
+        return 0
     print(f"run folder: {run_dir}")
     print(f"loss curve: {run_dir / 'loss.png'}")
     print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
@@ -191,7 +219,8 @@ def cmd_profiles(a) -> int:
     width = max(len(n) for n in PROFILES) + 2
     for name, p in PROFILES.items():
         print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
-              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s")
+              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s"
+              + (f", {p.nproc} processes" if p.nproc > 1 else ""))
     return 0
 
 
@@ -234,10 +263,22 @@ def cmd_book(a) -> int:
 def cmd_bench(a) -> int:
     from .bench import cli_command, default_record_dir, format_bench, run_bench
 
+    nproc = None
+    if a.nproc is not None:
+        try:
+            nproc = [int(v) for v in a.nproc.split(",") if v.strip()]
+        except ValueError:
+            nproc = []
+        if not nproc or min(nproc) < 1:
+            raise UserError(f"--nproc {a.nproc!r} is not a list of process counts", "pass e.g. --nproc 1,2")
     command = cli_command("bench", a.recipes, {"--profile": a.profile, "--steps": a.steps, "--repeats": a.repeats,
-                                                "--device": a.device, "--data": a.data, "--cold": a.cold})
+                                                "--device": a.device, "--data": a.data, "--cold": a.cold,
+                                                "--no-memory": a.no_memory, "--nproc": a.nproc})
     result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
-                       cold=a.cold, out=a.out or default_record_dir(a.profile), command=command)
+                       cold=a.cold, memory=not a.no_memory, out=a.out or default_record_dir(a.profile),
+                       command=command, nproc=nproc)
+    if result["path"] is None:  # a rank other than 0 of a bench under torchrun: rank 0 reports
+        return 0
     print(format_bench(result))
     print(f"bench record: {result['path']}")
     return 0
@@ -319,6 +360,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "PyTorch, the NKI kernels in the interpreter (slow, for verification), or the NKI kernels on "
                         "Neuron (default: nki on a Neuron device, reference elsewhere); see `frontier kernels`")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    d = s.add_argument_group("data parallelism", "N processes on this machine share every batch: the profile's "
+                             "batch_size stays the global batch, each process takes batch_size / N rows of it, "
+                             "gradients are averaged (all-reduce), rank 0's clock decides when to stop and rank 0 "
+                             "writes the record. It trains the same as one process (the config and its hash do "
+                             "not change); the record keeps world_size. Under torchrun (`torchrun "
+                             "--nproc-per-node N -m frontier train ...`) the ranks need no flag.")
+    d.add_argument("--nproc", type=_positive_int, metavar="N",
+                   help="processes: N > 1 launches torchrun (standalone) with N ranks; backend gloo on the CPU, "
+                        "nccl on CUDA, neuron on Trainium (default: the profile's, 1 except trn2: 4, one per "
+                        "logical NeuronCore of a Trn2 chip; with --resume: the run's)")
+    d.add_argument("--dist-timeout", type=_positive_float, metavar="SECONDS",
+                   help="how long a collective waits for a rank before the job fails (default 120)")
     e = s.add_argument_group("weight average (EMA)", "change the EMA of a recipe that has one (ema); any other recipe "
                              "refuses these. They are recorded in the config (and its hash); the run is labelled "
                              "like ema-start0.6-hl0.05. The half-life and start are shares of the run (charged "
@@ -342,13 +395,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("compare", help="compare runs with their noise",
                        description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "
-                                   "config hash (budget and every config field) and step limit. Each metric has a "
+                                   "config hash (budget and every config field), step limit and process count "
+                                   "(world_size). Each metric has a "
                                    "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
                                    "is called better or worse only beyond the noise. --paired pairs the runs of "
                                    "two groups by seed and tests the per-seed differences (paired t-test). "
                                    + NOISE_RULE)
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
-    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit; coarser: "
+    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit + "
+                                               "process count; coarser: "
                                                "recipe, config_hash, profile, recipe+budget, label, or a record field)")
     s.add_argument("--metric", default="val_bpb", help="record field to compare, with its direction (default val_bpb, "
                                                        "lower is better; e.g. tokens_per_s, higher is better)")
@@ -380,6 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
+    s.add_argument("--no-memory", action="store_true", help="skip peak memory (on the CPU: a fresh process per "
+                                                            "recipe, one process only)")
+    s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
+                                                       "(N > 1 under torchrun, data-parallel), one after another, "
+                                                       "rows side by side (default: this process)")
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench)
@@ -416,14 +476,20 @@ def main(argv: list[str] | None = None) -> int:
     from .compile import RecompileError
     from .trainer import RunStopped
 
+    from . import distributed
+
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what was asked for (the launcher passes it on)
+    quiet = distributed.env_rank() != 0  # under torchrun, rank 0 speaks for the job (the others raise the same)
     try:
         return args.func(args)
     except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
+        if not (quiet and getattr(e, "everywhere", False)):
+            print(f"error: {e}" if not quiet else f"error: rank {distributed.env_rank()}: {e}", file=sys.stderr)
         return 2
     except RunStopped as e:
-        print(f"\n{e.status}: {e}", file=sys.stderr)
+        if not quiet:
+            print(f"\n{e.status}: {e}", file=sys.stderr)
         return e.exit_code
     except RecompileError as e:  # --strict: a silent slow path made loud (the run's record says "failed")
         print(f"\nerror: {e}", file=sys.stderr)
@@ -431,3 +497,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # a rank whose peer died: one line, not a traceback from inside torch.distributed
+        if not (distributed.launched() and distributed.collective_failure(e)):
+            raise
+        print(f"error: {distributed.explain_failure(e)}", file=sys.stderr)
+        return 1
+    finally:
+        distributed.close()

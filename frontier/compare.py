@@ -1,7 +1,9 @@
 """Comparing runs with their noise: mean, spread and count per group, and a Welch t-test between groups.
 
 Runs are grouped by what was actually run: the same recipe, the same config hash (which covers the budget and
-every config field) and the same step limit (`max_steps`, None for budget runs). `by=` picks a coarser key.
+every config field), the same step limit (`max_steps`, None for budget runs) and the same number of data-parallel
+processes (`world_size`, 1 for records without it: more processes take more steps in a budget, and more tokens
+per second). `by=` picks a coarser key.
 
 Each metric has a direction (`METRICS`: lower or higher is better). A difference is reported as better or
 worse only when the t-test clears `alpha` (0.05 by default); otherwise it is "inside the noise", however large
@@ -62,7 +64,7 @@ METRICS: dict[str, bool] = {
 # val_bpb under another convention (val_bpb_parameter-golf), or of other weights (val_bpb_live, val_loss_ema)
 LOWER_IS_BETTER_PREFIXES = ("val_bpb_", "val_loss_")
 
-BY_RUN = "run"  # the default grouping: (recipe, config_hash, max_steps)
+BY_RUN = "run"  # the default grouping: (recipe, config_hash, max_steps, world_size)
 BY_CHOICES = (BY_RUN, "recipe", "config_hash", "profile", "recipe+budget", "label")
 
 
@@ -231,10 +233,10 @@ def run_label(rec: dict) -> str:
 
 
 def group_key(rec: dict, by: str = BY_RUN) -> tuple:
-    """The key `rec` is grouped under: (recipe, config_hash, max_steps) by default, else the field `by`
+    """The key `rec` is grouped under: (recipe, config_hash, max_steps, world_size) by default, else the field `by`
     (`recipe+budget`: recipe and budget_s; `label`: `run_label`)."""
     if by == BY_RUN:
-        return rec.get("recipe"), rec.get("config_hash"), rec.get("max_steps")
+        return rec.get("recipe"), rec.get("config_hash"), rec.get("max_steps"), rec.get("world_size", 1)
     if by == "recipe+budget":
         return (f"{rec['recipe']}@{rec['budget_s']:g}s",)
     if by == "label":
@@ -252,16 +254,17 @@ def group_name(recs: list[dict]) -> str:
 
 
 def name_groups(keyed: dict[tuple, list[dict]], by: str = BY_RUN) -> list[str]:
-    """One name per group, in order. Default groups get `group_name`, with ` [config hash, N steps]` added to
-    names that two groups would otherwise share; other groupings are named by their key."""
+    """One name per group, in order. Default groups get `group_name`, with ` [config hash, N steps, x P
+    processes]` added to names that two groups would otherwise share; other groupings are named by their key."""
     if by != BY_RUN:
         return [key[0] for key in keyed]
     names = [group_name(recs) for recs in keyed.values()]
     shared = {name for name in names if names.count(name) > 1}
-    for i, (recipe, config_hash, max_steps) in enumerate(keyed):
+    for i, (recipe, config_hash, max_steps, world_size) in enumerate(keyed):
         if names[i] in shared:
             steps = f", {max_steps} steps" if max_steps else ""
-            names[i] = f"{names[i]} [{str(config_hash)[:8]}{steps}]"
+            procs = f", x{world_size} processes" if world_size != 1 else ""
+            names[i] = f"{names[i]} [{str(config_hash)[:8]}{steps}{procs}]"
     return names
 
 

@@ -2,7 +2,8 @@
 
 Training: the train shards are cut into windows of `seq_len + 1` tokens (stride `seq_len`); each epoch visits
 every window once in an order drawn from the seed, so the same seed gives the same batches. The loader's
-position is part of a checkpoint.
+position is part of a checkpoint. With data parallelism (`frontier.distributed`) every rank draws the same batches
+and reads only its own rows of each.
 """
 
 from __future__ import annotations
@@ -31,10 +32,16 @@ def window_folds(n_windows: int, folds: int) -> np.ndarray:
 class TrainLoader:
     """Training batches. With `folds` > 1, window i belongs to fold i mod folds and every batch comes from a
     single fold, folds taking turns (`batch_fold` says which): the n-gram mix counts folds separately and lets a
-    batch read only the other folds' counts."""
+    batch read only the other folds' counts.
 
-    def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int, folds: int = 1):
+    `batch_size` is the whole (global) batch. Rank `rank` of `world_size` data-parallel processes reads rows
+    [rank * b, (rank + 1) * b) of each batch, b = batch_size / world_size: the ranks together read exactly the
+    batches one process would, each a disjoint part."""
+
+    def __init__(self, shards: list[np.ndarray], seq_len: int, batch_size: int, seed: int, folds: int = 1,
+                 rank: int = 0, world_size: int = 1):
         self.shards, self.seq_len, self.batch_size, self.seed, self.folds = shards, seq_len, batch_size, seed, folds
+        self.rank, self.rows = rank, batch_size // world_size  # this rank's rows of every batch
         self.windows = training_windows(shards, seq_len)
         if len(self.windows) < batch_size * folds:
             need = batch_size * folds * (seq_len + 1)
@@ -62,12 +69,14 @@ class TrainLoader:
         return len(self._order) // self.batch_size * self.batch_size
 
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(inputs, targets), each (batch_size, seq_len) int64 on the CPU."""
+        """(inputs, targets) of this rank's rows of the next batch, each (rows, seq_len) int64 on the CPU (one
+        process: the whole batch)."""
         if self.cursor + self.batch_size > len(self._order):
             self.epoch, self.cursor = self.epoch + 1, 0
             self._order = self._permutation(self.epoch)
         self.batch_fold = (self.cursor // self.batch_size) % self.folds
         picks = self.windows[self._order[self.cursor : self.cursor + self.batch_size]]
+        picks = picks[self.rank * self.rows : (self.rank + 1) * self.rows]
         self.cursor += self.batch_size
         T = self.seq_len
         rows = np.stack([self.shards[s][o : o + T + 1] for s, o in picks]).astype(np.int64)

@@ -7,6 +7,8 @@ orthogonalise is the fused op `frontier::newton_schulz` (`frontier.kernels.ops`;
 (a, b, c) = (3.4445, -4.7750, 2.0315) on the Frobenius-normalised matrix (transposed when it is tall, so X X^T is
 the small Gram matrix), in `ns_dtype`. Matrices of the same shape are orthogonalised together, as one batch; with
 `compile_backend` the batched step around the op (stack, cast, op, cast back) is a compiled graph, one per shape.
+With data parallelism, `shard` (`frontier.distributed.Dist.map_shards`) has each rank orthogonalise its share of
+every batch and gathers the results; the momentum buffers are kept whole on every rank.
 """
 
 from __future__ import annotations
@@ -28,9 +30,10 @@ def newton_schulz(g: torch.Tensor, steps: int = 5, dtype: torch.dtype = torch.fl
 class Muon(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 0.02, momentum: float = 0.95, nesterov: bool = True,
                  ns_steps: int = 5, ns_dtype: torch.dtype = torch.float32, compile_backend: str | None = None,
-                 kernels: str = "reference"):
+                 kernels: str = "reference", shard=None):
         super().__init__(params, dict(lr=lr, momentum=momentum, nesterov=nesterov, ns_steps=ns_steps))
         self.ns_dtype, self.kernels = ns_dtype, kernels
+        self.shard = shard  # None: this process orthogonalises every matrix
         self.orthogonalise = newton_schulz
         if compile_backend is not None:
             self.orthogonalise = torch.compile(newton_schulz, backend=compile_backend, dynamic=False,
@@ -51,7 +54,11 @@ class Muon(torch.optim.Optimizer):
                 buf.lerp_(p.grad, 1 - mom)
                 by_shape[p.shape].append((p, p.grad.lerp(buf, mom) if group["nesterov"] else buf))
             for shape, items in by_shape.items():
-                updates = self.orthogonalise(torch.stack([g for _, g in items]), group["ns_steps"], self.ns_dtype,
-                                             self.kernels)
+                stacked = torch.stack([g for _, g in items])
+                if self.shard is None:
+                    updates = self.orthogonalise(stacked, group["ns_steps"], self.ns_dtype, self.kernels)
+                else:
+                    updates = self.shard(lambda part: self.orthogonalise(part, group["ns_steps"], self.ns_dtype,
+                                                                         self.kernels), stacked)
                 scale = max(1.0, shape[-2] / shape[-1]) ** 0.5
                 torch._foreach_add_([p for p, _ in items], list(updates.unbind(0)), alpha=-group["lr"] * scale)

@@ -37,7 +37,10 @@ class Optimizers:
     """All of a model's optimisers behind one `step(frac, step, inputs)`."""
 
     def __init__(self, model: nn.Module, cfg: RunConfig, fused: bool = False, ns_dtype=torch.float32,
-                 compile_backend: str | None = None):
+                 compile_backend: str | None = None, dist=None):
+        """`dist` (`frontier.distributed.Dist`, data parallelism): Muon shards its Newton-Schulz work over the
+        ranks and the sparse bigram update exchanges its rows; None or one process: neither."""
+        dist = dist if dist is not None and dist.enabled else None
         o, d = cfg.optim, cfg.model.n_embd
         self.cfg = cfg
         adam_scale = (d / o.adam_lr_scale_dim) ** -0.5
@@ -48,7 +51,8 @@ class Optimizers:
         if bigram is not None:
             from .bigram import make_bigram_update
 
-            self.bigram_update = make_bigram_update(bigram, cfg.model.bigram, o, fused=fused)
+            self.bigram_update = make_bigram_update(bigram, cfg.model.bigram, o, fused=fused,
+                                                    exchange=dist.exchange_rows if dist else None)
             bigram_params = {id(p) for p in self.bigram_update.params}
         for name, p in model.named_parameters():
             if id(p) in bigram_params or not p.requires_grad:
@@ -79,7 +83,8 @@ class Optimizers:
                             "use a recipe without compile_optimizer (e.g. 'compile') on this device")
         self.muon = (
             Muon(groups["matrix"], lr=o.matrix_lr, momentum=o.muon_momentum, ns_steps=o.ns_steps, ns_dtype=ns_dtype,
-                 compile_backend=compile_backend if cfg.train.compile_optimizer else None, kernels=kernels)
+                 compile_backend=compile_backend if cfg.train.compile_optimizer else None, kernels=kernels,
+                 shard=dist.map_shards if dist else None)
             if groups["matrix"]
             else None
         )
@@ -87,6 +92,12 @@ class Optimizers:
         for opt in self.torch_optimizers:
             for g in opt.param_groups:
                 g["initial_lr"] = g["lr"]
+
+    def own_gradient_params(self) -> list[nn.Parameter]:
+        """Parameters whose gradients an update exchanges itself (the sparse bigram table and its sink), which
+        data parallelism must not average."""
+        upd = self.bigram_update
+        return list(upd.params) if upd is not None and getattr(upd, "exchange", None) is not None else []
 
     def step(self, frac: float, step: int, inputs: torch.Tensor) -> float:
         o = self.cfg.optim

@@ -3,7 +3,8 @@
 - `smoke`: seconds, for tests and CI.
 - `cpu`: a real mini-competition on a 2-core laptop CPU (a few minutes a run); the committed notebooks show it.
 - `gpu`: the competition baseline's size on one CUDA GPU.
-- `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters).
+- `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters),
+  trained data-parallel by 4 processes (one per logical NeuronCore; `nproc`) sharing each batch of 32.
 
 A profile's `vocab_size` is the default vocabulary of `frontier prepare --profile NAME` and the vocabulary of the
 embedded corpus when `train` runs without `--data`; with `--data` the model takes the data's vocabulary. Only a
@@ -39,6 +40,7 @@ class Profile:
     uncharged_steps: int = 5
     startup_allowance_s: float = 900.0
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
+    nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.distributed)
 
 
 PROFILES: dict[str, Profile] = {
@@ -120,6 +122,7 @@ PROFILES: dict[str, Profile] = {
             seeds=3,
             log_every=10,
             fixed_vocab=True,
+            nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
         ),
     ]
 }

@@ -9,6 +9,10 @@ A run whose config has an EMA of the weights (`frontier.ema`) updates it inside 
 it in its checkpoints (so `resume` continues it), and is scored twice, or three times (free): `val_bpb_live`
 and `val_loss_live` for the live weights, `val_bpb_ema` and `val_loss_ema` for the EMA alone, and `val_bpb`,
 `val_loss` for the weights the config declares, mix * EMA + (1 - mix) * live (the EMA's when mix is 1).
+
+Data parallelism (`dist`, `frontier.distributed`: N processes under torchrun): every rank runs `train` on its rows
+of the same global batches; the loss is averaged over the ranks, the clock is rank 0's, every rank stops at the
+same step, and rank 0 alone writes the record and checkpoints and evaluates. With one process nothing changes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .config import RunConfig
 from .data import Dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo
+from .distributed import ONE, Dist
 from .ema import WeightEMA
 from .errors import UserError
 from .gpt import GPT
@@ -56,12 +61,26 @@ class RunStopped(Exception):
         return EXIT_DIVERGED if self.status == "diverged" else EXIT_INTERRUPTED
 
 
-def build_model(cfg: RunConfig) -> torch.nn.Module:
+def build_model(cfg: RunConfig, batch_size: int | None = None) -> torch.nn.Module:
+    """`cfg`'s model; `batch_size`: the rows of a training batch in this process (default the config's; a rank
+    of a data-parallel job has its share), the shape of the sparse bigram update's gradient sink."""
     if not cfg.model.network:
         from .ngram import NGramOnly
 
         return NGramOnly(cfg.model.ngram, cfg.model.vocab_size)
-    return GPT(cfg.model, max_seq_len=cfg.train.seq_len, batch_size=cfg.train.batch_size, kernels=cfg.train.kernels)
+    return GPT(cfg.model, max_seq_len=cfg.train.seq_len, batch_size=batch_size or cfg.train.batch_size,
+               kernels=cfg.train.kernels)
+
+
+def load_weights(model: torch.nn.Module, state: dict) -> None:
+    """Load a checkpoint's model state. The sparse bigram update's gradient sink (`*.sink`: zeros of a training
+    batch's shape, not a weight) is left as the model has it: its shape is the rows of one process's batch, which
+    differ between a run on one process and a rank of N, or evaluation."""
+    sinks = {k for k, v in model.state_dict().items() if k.endswith(".sink")}
+    missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if k not in sinks}, strict=False)
+    if set(missing) - sinks or unexpected:
+        raise RuntimeError(f"the checkpoint does not fit the model: missing {sorted(set(missing) - sinks)}, "
+                           f"unexpected {sorted(unexpected)}")
 
 
 class _StopFlag:
@@ -115,15 +134,17 @@ class Progress:
             print(line, file=self.stream, flush=True)
 
 
-def make_loader(cfg: RunConfig, dataset: Dataset, seed: int) -> TrainLoader:
+def make_loader(cfg: RunConfig, dataset: Dataset, seed: int, dist: Dist = ONE) -> TrainLoader:
     folds = cfg.model.ngram.folds if cfg.model.ngram is not None else 1
-    return TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed, folds)
+    return TrainLoader(dataset.train_tokens(), cfg.train.seq_len, cfg.train.batch_size, seed, folds,
+                       rank=dist.rank, world_size=dist.world_size)
 
 
 @dataclass
 class Training:
-    """What a run steps: the model, the model as each step calls it (compiled or not), the optimisers, the data
-    order, the n-gram tables when the recipe mixes them in, and the EMA of the weights when it has one."""
+    """What a run steps: the model, the model as each step calls it (compiled or not, under DDP with data
+    parallelism), the optimisers, the data order, the n-gram tables when the recipe mixes them in, the EMA of the
+    weights when it has one, and where this process stands in a data-parallel job."""
 
     model: torch.nn.Module
     step_model: torch.nn.Module
@@ -131,29 +152,35 @@ class Training:
     loader: TrainLoader
     ngram: torch.nn.Module | None
     ema: WeightEMA | None = None
+    dist: Dist = ONE
 
 
-def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int) -> Training:
+def setup_training(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, dist: Dist = ONE) -> Training:
     """`cfg`'s model, optimisers and data order with `seed`, built in one order so that the trainer, the bench and
-    a replay (`frontier.replay`) start from the same weights and batches. First `kernels.check`: an implementation
-    of the fused ops that cannot run here stops the run before anything is built."""
+    a replay (`frontier.replay`) start from the same weights and batches (on every rank of a data-parallel job:
+    the same seed gives every rank the same weights). First `kernels.check`: an implementation of the fused ops
+    that cannot run here stops the run before anything is built."""
     kernels.check(cfg, device)
+    rows = dist.rank_batch(cfg.train.batch_size)
     torch.manual_seed(seed)
     np.random.seed(seed)
-    model = build_model(cfg).to(device.device)
+    model = (build_model(cfg, rows) if dist.enabled else build_model(cfg)).to(device.device)
     opts = Optimizers(model, cfg, fused=device.fused_optimizer, ns_dtype=device.newton_schulz_dtype,
-                      compile_backend=device.compile_backend)
-    loader = make_loader(cfg, dataset, seed)
-    step_model = compile_model(model, device) if cfg.train.compile else model
+                      compile_backend=device.compile_backend, dist=dist)
+    loader = make_loader(cfg, dataset, seed, dist)
+    own = {id(p) for p in opts.own_gradient_params()}
+    step_model = dist.wrap(model, ignore=[n for n, p in model.named_parameters() if id(p) in own])
+    step_model = compile_model(step_model, device) if cfg.train.compile else step_model
     ema = WeightEMA(model, cfg.train.ema) if cfg.train.ema is not None else None
-    return Training(model, step_model, opts, loader, getattr(model, "ngram", None), ema)
+    return Training(model, step_model, opts, loader, getattr(model, "ngram", None), ema, dist)
 
 
 def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: DeviceInfo, frac: float, step: int,
-               ngram=None, ema: WeightEMA | None = None) -> tuple[torch.Tensor, float]:
+               ngram=None, ema: WeightEMA | None = None, dist: Dist = ONE) -> tuple[torch.Tensor, float]:
     """One step on the next batch, all of it charged: forward, backward, update, (streaming n-gram counting,
     first epoch only) counting the batch after the step that used it, so a batch never sees its own counts, and
-    the EMA's update of step number `step + 1` at `frac` (where the run has one)."""
+    the EMA's update of step number `step + 1` at `frac` (where the run has one). With data parallelism the
+    batch is this rank's rows (the returned loss their mean) and the counting sees the whole batch."""
     x, y = loader.next_batch()
     count_it = ngram is not None and ngram.cfg.counting == "stream" and loader.epoch == 0  # a first-epoch batch
     x, y = x.to(device.device, non_blocking=True), y.to(device.device, non_blocking=True)
@@ -162,8 +189,8 @@ def train_step(step_model, opts: Optimizers, loader: TrainLoader, device: Device
     loss.backward()
     lr_mult = opts.step(frac, step, x)
     opts.zero_grad()
-    if count_it:
-        ngram.observe(x, y, loader.batch_fold)
+    if count_it:  # every rank counts the whole batch: the tables stay the same everywhere
+        ngram.observe(dist.all_gather_rows(x), dist.all_gather_rows(y), loader.batch_fold)
     if ema is not None:
         ema.update(frac, step + 1)
     device.step_end()
@@ -203,9 +230,12 @@ def train(
     command: list[str] | None = None,
     label: str | None = None,
     log=print,
+    dist: Dist = ONE,
 ) -> dict:
     """Train `cfg` on `dataset` and return the run record (also in `run_dir/result.json`). `label` names what was
-    run when it is a variant of its recipe (e.g. `bigram-640steps`); the record keeps it."""
+    run when it is a variant of its recipe (e.g. `bigram-640steps`); the record keeps it. `dist`: this process's
+    place in a data-parallel job (`frontier.distributed.init`); a rank other than 0 writes nothing and returns
+    its own bookkeeping without a score."""
     run_dir = Path(run_dir)
     dataset.check_vocab(cfg.model.vocab_size, f"the model of {cfg.recipe!r} / {cfg.profile!r}")
     if cfg.train.budget_s <= 0 and not steps:
@@ -213,8 +243,9 @@ def train(
     if steps is not None and steps <= 0:
         raise UserError(f"--steps must be positive (got {steps})", "pass --steps N > 0")
     kernels.check(cfg, device)  # before anything is written: a choice that cannot run here leaves no run folder
-    _prepare_run_dir(run_dir, resume)
-    ckpt = None
+    dist.rank_batch(cfg.train.batch_size)  # a batch the ranks cannot share stops every rank, before anything
+    dist.agree(lambda: _prepare_run_dir(run_dir, resume))  # rank 0 writes; its refusal stops every rank
+    ckpt, sessions = None, [dist.world_size]  # the process count of each session of the run
     if resume:
         if not (run_dir / CHECKPOINT).is_file():
             raise UserError(f"{str(run_dir)!r} has no {CHECKPOINT} to resume", "resume a run folder that was interrupted")
@@ -224,18 +255,19 @@ def train(
         if old.get("status") == "finished":
             raise UserError(f"{str(run_dir)!r} already finished", "start a new run with another --out")
         label = label or old.get("label")
+        sessions = old.get("world_size_by_session", [old.get("world_size", 1)]) + sessions
 
     if cfg.train.compile or cfg.train.compile_optimizer:
         fresh_compile()  # this run compiles for itself: its compile time and counts are its own
 
-    run = setup_training(cfg, dataset, device, seed)
+    run = setup_training(cfg, dataset, device, seed, dist)
     model, step_model, opts, loader, ngram = run.model, run.step_model, run.opts, run.loader, run.ngram
     ema = run.ema
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     if ckpt is not None:
-        model.load_state_dict(ckpt["model"])
+        load_weights(model, ckpt["model"])
         opts.load_state_dict(ckpt["optim"])
         loader.load_state_dict(ckpt["loader"])
         clock = BudgetClock.from_state(ckpt["clock"])
@@ -259,6 +291,10 @@ def train(
         "params": model.num_params(),
         "strict": strict,
         "kernels": cfg.train.kernels,
+        "world_size": dist.world_size,  # processes (data-parallel ranks); not in the config: it trains the same
+        "distributed": dist.describe(cfg.train.batch_size),
+        # a run resumed on another process count: each session's (it trains the same either way)
+        **({"world_size_by_session": sessions} if len(set(sessions)) > 1 else {}),
     }
 
     def record(status: str, **extra) -> dict:
@@ -299,10 +335,13 @@ def train(
             "kernel_calls": kernels.calls(),
             **extra,
         }
-        records.write_record(run_dir, rec)
+        if dist.is_main:
+            records.write_record(run_dir, rec)
         return {**rec, "run_dir": str(run_dir)}  # where it lies is not part of the record
 
     def checkpoint(path: Path) -> None:
+        if not dist.is_main:  # the state is the same on every rank: rank 0 keeps it
+            return
         _save(path, {
             "config": cfg.to_dict(), "seed": seed, "model": model.state_dict(), "optim": opts.state_dict(),
             "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "rng": torch.get_rng_state(),
@@ -315,18 +354,19 @@ def train(
     kernels.reset_calls()
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
-        counting_s = ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
+        counting_s = dist.from_main(ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len))
         clock.add_charged(counting_s)
     last_loss, t_last = float("nan"), 0.0
-    show = Progress(progress)
+    show = Progress(progress and dist.is_main)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
         with _StopFlag() as stop:
             while not clock.done:
                 t0 = time.perf_counter()
-                loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram, ema)
-                last_loss = float(loss.detach())
-                clock.add_step(time.perf_counter() - t0)
+                loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram, ema,
+                                           dist)
+                last_loss, signalled = dist.step_sync(loss, stop.signal)  # mean over ranks; a signal any rank got
+                clock.add_step(dist.from_main(time.perf_counter() - t0))  # the job's clock is rank 0's
                 if clock.steps >= clock.uncharged_steps:
                     watch.warmup_done()  # the first call marks the end of warm-up
                 if clock.steps % cfg.train.log_every == 0 or clock.done or not math.isfinite(last_loss):
@@ -335,6 +375,7 @@ def train(
                 if not math.isfinite(last_loss):
                     checkpoint(run_dir / DIVERGED_CHECKPOINT)
                     rec = record("diverged", val_bpb=None, diverged_at_step=clock.steps)
+                    dist.barrier()  # no rank ends before rank 0 has saved
                     msg = (f"diverged at step {clock.steps}: loss is {last_loss}; the state is in "
                            f"{run_dir / DIVERGED_CHECKPOINT}; lower the learning rates or check the data")
                     raise RunStopped("diverged", msg, rec)
@@ -343,10 +384,11 @@ def train(
                 if t_now - t_last > 0.5 or clock.done:
                     t_last = t_now
                     show.update(clock, last_loss, clock.tokens_per_s(tokens_per_step), final=clock.done)
-                if stop.signal:
+                if signalled:
                     checkpoint(run_dir / CHECKPOINT)
-                    rec = record("interrupted", val_bpb=None, signal=stop.signal)
-                    raise RunStopped("interrupted", f"{stop.signal} at step {clock.steps}: saved {run_dir / CHECKPOINT}; "
+                    rec = record("interrupted", val_bpb=None, signal=signalled)
+                    dist.barrier()  # no rank ends before rank 0 has saved
+                    raise RunStopped("interrupted", f"{signalled} at step {clock.steps}: saved {run_dir / CHECKPOINT}; "
                                      f"continue with --resume {run_dir}", rec)
     except (RunStopped, KeyboardInterrupt):
         raise
@@ -357,6 +399,8 @@ def train(
 
     cpu_share = (time.process_time() - cpu0) / ((time.perf_counter() - wall0) * torch.get_num_threads())
     checkpoint(run_dir / CHECKPOINT)
+    if not dist.is_main:  # rank 0 evaluates (the weights are the same everywhere) and writes the record
+        return {"status": "trained", "rank": dist.rank, "steps": clock.steps, "curve": curve}
     t0 = time.perf_counter()
     score = score_run(model, ema, cfg, dataset, device)
     rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, cpu_share=cpu_share, **score)
@@ -386,7 +430,7 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
     ckpt = torch.load(run_dir / CHECKPOINT, map_location="cpu", weights_only=False)
     cfg = RunConfig.from_dict(ckpt["config"])
     model = build_model(cfg)
-    model.load_state_dict(ckpt["model"])
+    load_weights(model, ckpt["model"])
     if weights == "ema" and cfg.train.ema is None:
         raise UserError(f"the run in {str(run_dir)!r} has no EMA of its weights",
                         "evaluate its live weights (--weights live, or no --weights)")

@@ -174,6 +174,44 @@ print(opt_verdict)
 #   for the same reason.
 
 # %% [markdown]
+# ## More than one process: data parallelism
+#
+# A compiled step keeps one accelerator busy; a Trn2 chip is four. `frontier train ... --nproc N` starts
+# `torchrun` itself (`python -m torch.distributed.run --standalone --nproc-per-node N -m frontier train ...`), and
+# `torchrun --nproc-per-node N -m frontier train ...` typed by hand does the same (`frontier/distributed.py`).
+# Each process (rank) builds the same model from the same seed, draws the batch one process would draw and takes
+# its `batch_size / N` rows of it: the profile's batch stays the global batch, so N processes train what one
+# process trains, only with the sums in another order (the config and its hash do not change; the record keeps
+# `world_size`, and `tests/test_distributed.py` checks every recipe on 2 ranks against 1 process). Each step:
+#
+# - **Gradients** are averaged by DistributedDataParallel's bucketed all-reduce, each bucket sent while backward
+#   is still filling the next; under `torch.compile`, DDP cuts the compiled graph at its buckets so that the first
+#   buckets can leave early. A rank's loss is the mean over its rows, so the average over ranks is the gradient of
+#   the global mean.
+# - **Muon**: each rank orthogonalises its share of the matrices (1/N of the Newton-Schulz work) and an all-gather
+#   assembles the updates; the momentum buffers are the same on every rank.
+# - **The sparse bigram update** stays sparse: only the row ids and gradient rows of the batch's positions are
+#   all-gathered, never the table. **Streaming n-gram counting** all-gathers the batch's tokens, so every rank's
+#   tables count the whole batch; counting the shards, every rank counts all of them.
+# - **The clock** is rank 0's: its step seconds are broadcast and charged on every rank, so the learning-rate
+#   schedule and the decision to stop are the same everywhere. Rank 0 writes the record and the checkpoints;
+#   Ctrl-C stops every rank at the same step with a checkpoint that `--resume` continues, and a rank that dies
+#   ends the job with one line naming it.
+#
+# `frontier bench baseline --nproc 1,2` puts 1 process and 2 side by side in one record. On this machine the two
+# ranks share its 2 cores (one thread each) with nothing gained in total compute, so the chapter does not quote
+# that ratio.
+#
+# **On a Trn2 chip** (not run here): its 8 NeuronCores show as 4 logical NeuronCores, 2 physical cores each, and a
+# NeuronCore serves one process, so data parallelism there means 4 workers, one per logical core: the `trn2`
+# profile launches 4 by default, 8 of the batch's 32 rows each (`--nproc 1` trains on one logical core). The
+# process group's backend is the one the installed torch-neuronx registers with torch.distributed (`neuron` for
+# native TorchNeuron, `xla` for the XLA path), refused with one line when it offers none. Every worker compiles
+# the same graphs, so the compile cache should be warm before the clock starts (`neuron_parallel_compile`), and
+# the process group's timeout (`--dist-timeout`, 120 s by default) must outlast the longest wait of one rank for
+# another, a compile included.
+
+# %% [markdown]
 # ## What this chapter measured
 
 # %%

@@ -94,3 +94,21 @@ def test_records_are_never_overwritten(tmp_path):
     (tmp_path / "other.json").write_text("{}")
     with pytest.raises(UserError, match="not a bench record"):
         load_bench_record(tmp_path / "other.json")
+
+
+def test_bench_puts_process_counts_side_by_side(smoke_data, tmp_path):
+    """`--nproc 1,2`: one job per count (2 under torchrun, data-parallel), their rows in one record."""
+    res = run_bench(["baseline"], profile="smoke", steps=1, repeats=2, device="cpu", data=str(smoke_data.folder),
+                    memory=False, log=lambda m: None, out=tmp_path, nproc=[1, 2])
+    rec = load_bench_record(res["path"])
+    rows = rec["rows"]
+    assert [(r["recipe"], r["nproc"]) for r in rows] == [("baseline", 1), ("baseline", 2)]
+    assert rec["arguments"]["nproc"] == [1, 2] and [j["nproc"] for j in rec["jobs"]] == [1, 2]
+    assert rec["jobs"][0]["distributed"] is None and rec["jobs"][1]["distributed"]["world_size"] == 2
+    assert rows[0]["ratio"] == 1.0
+    assert rows[1]["ratio"] == pytest.approx(rows[1]["tokens_per_s_median"] / rows[0]["tokens_per_s_median"])
+    for r in rows:  # tokens/s of the global batch: tokens/s x s/step = the profile's tokens per step
+        for tps, ms in zip(r["samples"], r["step_ms_samples"]):
+            assert tps * ms / 1000 == pytest.approx(rec["tokens_per_step"], rel=1e-9)
+    assert rec["tokens_per_step"] == 8 * 64
+    assert "baseline x2" in format_bench(res)

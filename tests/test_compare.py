@@ -221,3 +221,13 @@ def test_other_weights_have_a_direction():
     from frontier.compare import metric_lower_is_better
 
     assert all(metric_lower_is_better(m) for m in ["val_bpb_live", "val_bpb_ema", "val_loss_live", "val_loss_ema"])
+
+
+def test_runs_on_other_process_counts_are_other_groups():
+    """The same config on 1 and on 2 data-parallel processes: two groups (a record without world_size ran on 1)."""
+    one = group_of("ngram", [1.70, 1.71])
+    two = [dict(r, world_size=2, run_dir=r["run_dir"].replace("/ngram/", "/ngram-x2/"))
+           for r in group_of("ngram", [1.69, 1.695])]
+    groups, _ = compare(one + [dict(one[0], world_size=1, seed=5)] + two)
+    assert [g.n for g in groups] == [3, 2]
+    assert len({g.name for g in groups}) == 2

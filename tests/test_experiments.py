@@ -93,3 +93,11 @@ def test_an_excluded_run_is_kept_but_never_reused(tmp_path, smoke_data):
     b = _run(tmp_path, smoke_data, logs, steps=3)
     assert b["run_dir"].endswith("s0-2") and (Path(a["run_dir"]) / records.RECORD).is_file()
     assert any("excluded: trained while another job" in m for m in logs)
+
+
+def test_a_data_parallel_record_is_replayed_within_its_tolerance():
+    from frontier.recipes import resolve
+
+    cfg = resolve("baseline", "smoke")
+    assert replay.loss_tolerance(cfg) == 0.0 and replay.loss_tolerance(cfg, world_size=1) == 0.0
+    assert replay.loss_tolerance(cfg, world_size=2) == replay.REL_TOL_DATA_PARALLEL == 1e-5
