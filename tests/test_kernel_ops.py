@@ -301,7 +301,7 @@ def _smoke_losses(recipe, kernels_impl, tmp_path, steps=6):
     return rec
 
 
-@pytest.mark.parametrize("recipe", ["baseline", "compile", "bigram", "ngram", "ema"])
+@pytest.mark.parametrize("recipe", ["baseline", "compile", "ema"])  # eager; compiled; bigram + n-gram + EMA
 def test_reference_kernels_reproduce_the_losses_before_the_layer(tmp_path, recipe):
     from frontier.data import embedded_dataset
 
