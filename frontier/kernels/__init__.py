@@ -77,9 +77,8 @@ def availability(impl: str, device=None) -> str:
 
 
 def _refuse(impl: str, op: str | None, why: str):
-    fix = "use --kernels reference" if impl != REFERENCE else "see `frontier kernels`"
     raise UserError(f"--kernels {impl} cannot run {op}: {why}" if op else f"--kernels {impl} cannot run here: {why}",
-                    fix)
+                    "use --kernels reference")
 
 
 _CHECKED: set = set()  # (config hash, device) pairs that passed `check` in this process

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from .interpreter import Counts, UnsupportedError, load, run
-from .nki import adamw_step_scalars
+from .nki import adamw_step_scalars, bias_grads, dense_bias
 
 COUNTS: dict[str, list[Counts]] = defaultdict(list)  # kernel name -> the Counts of each call, in order
 
@@ -91,29 +91,6 @@ def relu2_mlp_bwd(x, w1, w2, dy, saved):
 
 
 # ---------------------------------------------------------------------------------------------------- head + CE
-def dense_bias(h, w, bias):
-    """The bias as one dense [N, V] fp32 tensor for the head kernel (None when there is none): the row, plus the
-    sparse corrections scattered at their tokens, plus any dense part."""
-    row, toks, vals, dense = bias
-    if row is None and toks is None and dense is None:
-        return None
-    z = torch.zeros(h.size(0), w.size(0), dtype=torch.float32, device=h.device)
-    if row is not None:
-        z += row
-    if toks is not None:
-        z.scatter_add_(-1, toks, vals.float())
-    if dense is not None:
-        z += dense
-    return z
-
-
-def bias_grads(dz, bias):
-    """(d row, d values) from the kernel's dz [N, V]: the row's gradient sums over positions, the corrections'
-    gathers at their tokens."""
-    row, toks, vals, _ = bias
-    return (dz.sum(0) if row is not None else None), (dz.gather(-1, toks) if vals is not None else None)
-
-
 def head_ce_fwd(h, w, targets, cap, bias):
     t = targets.detach().to("cpu", torch.int32).numpy()
     z = dense_bias(h, w, bias)

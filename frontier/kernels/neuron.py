@@ -18,7 +18,7 @@ from functools import cache
 
 import torch
 
-from .nki import adamw_step_scalars
+from .nki import adamw_step_scalars, bias_grads, dense_bias
 
 
 @cache
@@ -80,8 +80,6 @@ def relu2_mlp_bwd(x, w1, w2, dy, saved):
 
 
 def head_ce_fwd(h, w, targets, cap, bias):
-    from .interpreted import dense_bias
-
     z = dense_bias(h, w, bias)
     if z is None:
         return _run("head_ce", "head_ce_fwd", 2, h, w, targets.to(torch.int32), cap=cap)
@@ -89,8 +87,6 @@ def head_ce_fwd(h, w, targets, cap, bias):
 
 
 def head_ce_bwd(h, w, targets, lse, dloss, cap, bias):
-    from .interpreted import bias_grads, dense_bias
-
     z = dense_bias(h, w, bias)
     if z is None:
         dh, dw = _run("head_ce", "head_ce_bwd", 2, h, w, targets.to(torch.int32), lse, dloss, cap=cap)

@@ -16,12 +16,15 @@ The model and the optimisers reach these kernels through the fused ops of `front
 on a NeuronCore, `--kernels interpreter` anywhere); `frontier kernels` lists what can run here.
 
 Per-step scalars never enter a kernel as Python numbers (they are compile-cache keys: every step would
-recompile): `adamw_step_scalars` makes them [128, 1] fp32 arrays for the kernel's HBM inputs.
+recompile): `adamw_step_scalars` makes them [128, 1] fp32 arrays for the kernel's HBM inputs. The head kernel takes
+the n-gram bias dense: `dense_bias` builds it from the op's parts and `bias_grads` reads the parts' gradients from
+the kernel's dz (used by both the interpreter and the Neuron implementation).
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 KERNELS = tuple(f"frontier.kernels.nki.{m}" for m in ("rmsnorm", "adamw", "rotary", "relu2_mlp", "head_ce",
                                                        "newton_schulz"))
@@ -37,3 +40,26 @@ def adamw_step_scalars(lr: float, step: int, beta1: float, beta2: float, weight_
         "decay": 1.0 - lr * weight_decay,
     }
     return {k: np.full((P, 1), v, dtype=np.float32) for k, v in values.items()}
+
+
+def dense_bias(h, w, bias):
+    """The bias as one dense [N, V] fp32 tensor for the head kernel (None when there is none): the row, plus the
+    sparse corrections scattered at their tokens, plus any dense part."""
+    row, toks, vals, dense = bias
+    if row is None and toks is None and dense is None:
+        return None
+    z = torch.zeros(h.size(0), w.size(0), dtype=torch.float32, device=h.device)
+    if row is not None:
+        z += row
+    if toks is not None:
+        z.scatter_add_(-1, toks, vals.float())
+    if dense is not None:
+        z += dense
+    return z
+
+
+def bias_grads(dz, bias):
+    """(d row, d values) from the kernel's dz [N, V]: the row's gradient sums over positions, the corrections'
+    gathers at their tokens."""
+    row, toks, vals, _ = bias
+    return (dz.sum(0) if row is not None else None), (dz.gather(-1, toks) if vals is not None else None)
