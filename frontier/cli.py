@@ -228,6 +228,17 @@ def cmd_kernels(a) -> int:
     from .devices import select_device
     from .kernels import status
 
+    if a.roofline:
+        from .bench import default_record_dir, new_record_path, write_bench_record
+        from .kernels.roofline import format_roofline, roofline
+
+        result = roofline(a.roofline, n_layer=a.layers, n_embd=a.width)
+        result["command"] = sys.argv
+        shape = f"{result['shapes']['n_layer']}x{result['shapes']['n_embd']}"
+        path = new_record_path(a.out or default_record_dir(a.roofline), "roofline", [a.roofline, shape])
+        print(format_roofline(result))
+        print(f"roofline record: {write_bench_record(result, path)}")
+        return 0
     if a.census:
         from .bench import default_record_dir, new_record_path, write_bench_record
         from .kernels.census import census, format_census
@@ -466,7 +477,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "its counted HBM bytes, DMAs, FLOPs, per-engine work, and its error against the reference "
                    "(a JSON record; trn2's shapes take minutes)")
     s.add_argument("--ops", help="with --census: only these ops (comma-separated)")
-    s.add_argument("--out", metavar="PATH", help="with --census: the JSON record, a new .json file or a folder "
+    s.add_argument("--roofline", metavar="PROFILE", help="predict one training step on a NeuronCore-v3 at PROFILE's "
+                   "shapes, PyTorch reference against the NKI kernels, by a cost model from counted FLOPs and HBM "
+                   "bytes (a JSON record; trn2's shapes take about ten minutes in the interpreter)")
+    s.add_argument("--layers", type=_positive_int, help="with --roofline: another depth")
+    s.add_argument("--width", type=_positive_int, help="with --roofline: another width (heads of the profile's size)")
+    s.add_argument("--out", metavar="PATH", help="with --census or --roofline: the JSON record, a new .json file or a folder "
                    "(default runs/bench/PROFILE/)")
     s.set_defaults(func=cmd_kernels)
     return p

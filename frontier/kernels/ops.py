@@ -70,7 +70,7 @@ def _autocast(*tensors):
     """The floating tensors in the autocast dtype when autocast is on for their device (what nn.Linear would get),
     else unchanged: the matmul ops keep the eager model's mixed precision on CUDA."""
     dev = tensors[0].device.type
-    if not torch.is_autocast_enabled(dev):
+    if not torch.amp.is_autocast_available(dev) or not torch.is_autocast_enabled(dev):  # meta: never
         return tensors
     dtype = torch.get_autocast_dtype(dev)
     return tuple(t.to(dtype) if t is not None and t.is_floating_point() else t for t in tensors)
