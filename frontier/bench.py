@@ -45,6 +45,7 @@ from .data import Dataset, embedded_dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo, select_device
 from .ema import WeightEMA
+from .kernels import IMPLEMENTATIONS, calls, reset_calls
 from .errors import UserError
 from .optim import Optimizers
 from .profiles import get_profile
@@ -68,6 +69,7 @@ class Entry:
     compile_counts: dict | None = None
     ema: WeightEMA | None = None
     dist: distributed.Dist = distributed.ONE
+    kernel_calls: dict = field(default_factory=dict)  # {op: {implementation: calls}} over its timed rounds
 
 
 def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
@@ -77,17 +79,24 @@ def _step(e: Entry, dev: DeviceInfo, step: int) -> None:
 
 
 def build_entry(recipe: str, profile, dev: DeviceInfo, dataset: Dataset,
-                dist: distributed.Dist = distributed.ONE) -> Entry:
-    """A recipe built for the bench. Its EMA, where it has one, starts at the first step (start_frac 0): the bench
-    runs at fraction 0, and times the steps as they are once the average has started."""
-    cfg = resolve(recipe, profile)
+                dist: distributed.Dist = distributed.ONE, kernels: str = "reference") -> Entry:
+    """A recipe built for the bench, its fused ops run by `kernels` (checked before it is built, as a run is);
+    `recipe@impl` (e.g. `baseline@interpreter`) runs that recipe's fused ops by `impl` instead, so that one bench
+    can put two implementations side by side.
+    Its EMA, where it has one, starts at the first step (start_frac 0): the bench runs at fraction 0, and times
+    the steps as they are once the average has started."""
+    name, _, impl = recipe.partition("@")
+    if impl and impl not in IMPLEMENTATIONS:
+        raise UserError(f"{recipe!r}: unknown kernel implementation {impl!r}",
+                        f"write RECIPE@IMPL with IMPL one of {', '.join(IMPLEMENTATIONS)}")
+    cfg = resolve(name, profile, kernels=impl or kernels)
     dataset.check_vocab(cfg.model.vocab_size, f"profile {cfg.profile!r}")
     run = setup_training(cfg, dataset, dev, seed=0, dist=dist)
     ema = WeightEMA(run.model, dataclasses.replace(cfg.train.ema, start_frac=0.0)) if cfg.train.ema else None
     return Entry(recipe, cfg, run.model, run.step_model, run.opts, run.loader, ema=ema, dist=dist)
 
 
-def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> float:
+def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3, kernels: str = "reference") -> float:
     """Peak resident MiB of a fresh process that builds `recipe` and runs `steps` CPU steps (Python and torch
     included: compare recipes by their difference)."""
     # VmHWM (the peak RSS of this address space) starts afresh at exec; ru_maxrss would carry the parent's.
@@ -97,12 +106,12 @@ def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3) -> f
         "from frontier.data import Dataset\n"
         "from frontier.devices import select_device\n"
         "dev = select_device('cpu')\n"
-        "e = build_entry(sys.argv[1], sys.argv[2], dev, Dataset(sys.argv[3]))\n"
+        "e = build_entry(sys.argv[1], sys.argv[2], dev, Dataset(sys.argv[3]), kernels=sys.argv[5])\n"
         "for i in range(int(sys.argv[4])): _step(e, dev, i)\n"
         "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
         "print(json.dumps({'peak_mib': int(hwm) / 1024}))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code, recipe, profile, data, str(steps)], capture_output=True,
+    out = subprocess.run([sys.executable, "-c", code, recipe, profile, data, str(steps), kernels], capture_output=True,
                          text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["peak_mib"]
 
@@ -124,8 +133,9 @@ def cold_compile_caches():
 def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats: int = 3, device: str = "auto",
               data: str | None = None, warmup_steps: int | None = None, memory: bool = True, cold: bool = False,
               log=print, out: str | Path | None = None, command: list[str] | None = None,
-              nproc: list[int] | None = None) -> dict:
-    """Bench `recipes` side by side; the result holds every round's samples, the derived figures (`summarise`)
+              nproc: list[int] | None = None, kernels: str = "reference") -> dict:
+    """Bench `recipes` side by side, their fused ops run by `kernels` (`frontier.kernels`; each row records the
+    implementations its timed steps called); the result holds every round's samples, the derived figures (`summarise`)
     and the record's header. `cold`: compile without the on-disk caches, so that `first_step_s` is the whole cost
     of compiling. `out` (a folder, or a .json file that must not exist; checked before the bench runs): write the
     result there as a bench record; `result["path"]` is its file (None without `out`). `command`: how the bench
@@ -133,15 +143,17 @@ def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats
     own (see the module's docstring; None: this process, or under torchrun every rank of the job)."""
     arguments = {"recipes": list(recipes), "profile": profile, "steps": steps, "repeats": repeats, "device": device,
                  "data": data, "warmup_steps": warmup_steps, "memory": memory, "cold": cold}
+    if kernels != "reference":
+        arguments["kernels"] = kernels
     if nproc is not None:
         arguments["nproc"] = list(nproc)
     path = new_record_path(out, "bench", recipes) if out is not None and distributed.env_rank() == 0 else None
     if nproc is not None and not distributed.launched():
         result = _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, nproc,
-                                 log)
+                                 log, kernels)
     else:
         with cold_compile_caches() if cold else nullcontext():
-            result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log)
+            result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log, kernels)
     result = {**record_header("bench", arguments, command or [_python_call("run_bench", arguments)]), **result,
               "path": None}
     if path is not None:
@@ -149,7 +161,8 @@ def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats
     return result
 
 
-def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, counts, log) -> dict:
+def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, counts, log,
+                    kernels="reference") -> dict:
     """Each process count in `counts` as a job of its own (`frontier bench` in a fresh process, under torchrun for
     N > 1), one after the other; their rows side by side, `ratio` against the first row."""
     import tempfile
@@ -168,7 +181,7 @@ def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps
             argv = cli_command("bench", list(recipes), {"--profile": prof.name, "--steps": steps, "--repeats": repeats,
                                                         "--device": device, "--data": str(dataset.folder),
                                                         "--cold": cold, "--no-memory": not memory,
-                                                        "--out": str(path)})[1:]
+                                                        "--kernels": kernels, "--out": str(path)})[1:]
             if n == 1:
                 cmd = [sys.executable, "-m", "frontier", *argv]
             else:
@@ -207,7 +220,7 @@ def summarise(recipes: list[str], samples: list[list[float]], step_ms: list[list
     } for r, s, ms in zip(recipes, samples, step_ms)]
 
 
-def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log) -> dict:
+def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log, kernels="reference") -> dict:
     """The bench in this process; under torchrun on every rank of the job (rank 0 times the rounds and logs)."""
     prof = get_profile(profile)
     dist, dev = distributed.init(select_device(device))
@@ -216,7 +229,7 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
     dataset = dist.main_first(lambda: Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log))
     entries = []
     for r in recipes:
-        e = build_entry(r, prof, dev, dataset, dist)
+        e = build_entry(r, prof, dev, dataset, dist, kernels)
         watch = CompileWatch(e.cfg.train.compile, strict=False, log=log)
         n_warm = warmup_steps if warmup_steps is not None else max(e.cfg.train.uncharged_steps, 2)
         t0 = time.perf_counter()
@@ -237,10 +250,15 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
                 torch.cuda.reset_peak_memory_stats()
             tokens = e.cfg.train.batch_size * e.cfg.train.seq_len  # the global batch's
             dist.barrier()  # with data parallelism a round starts and ends on every rank
+            reset_calls()
             t = time.perf_counter()
             for i in range(steps):
                 _step(e, dev, 1000 + i)
             dist.barrier()
+            for op, impls in calls().items():
+                for impl, n in impls.items():
+                    e.kernel_calls.setdefault(op, {}).setdefault(impl, 0)
+                    e.kernel_calls[op][impl] += n
             dt = dist.from_main(time.perf_counter() - t)
             e.tokens_per_s.append(steps * tokens / dt)
             e.step_ms.append(1000 * dt / steps)
@@ -248,10 +266,11 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
                 e.peak_mib = max(e.peak_mib or 0.0, torch.cuda.max_memory_allocated() / 2**20)
     if memory and dev.kind == "cpu" and not dist.enabled:
         for e in entries:
-            e.peak_mib = peak_memory_child(e.recipe, prof.name, str(dataset.folder))
+            e.peak_mib = peak_memory_child(e.recipe, prof.name, str(dataset.folder), kernels=kernels)
     rows = summarise([e.recipe for e in entries], [e.tokens_per_s for e in entries], [e.step_ms for e in entries])
     for row, e in zip(rows, entries):
-        row.update(first_step_s=e.first_step_s, warmup_s=e.warmup_s, peak_mib=e.peak_mib, compile=e.compile_counts)
+        row.update(first_step_s=e.first_step_s, warmup_s=e.warmup_s, peak_mib=e.peak_mib, compile=e.compile_counts,
+                   kernel_calls=e.kernel_calls)
     return {"profile": prof.name, "device": dev.describe(), "steps": steps, "repeats": repeats,
             "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device),
             "world_size": dist.world_size, "distributed": dist.describe(prof.batch_size)}

@@ -233,7 +233,7 @@ def cmd_kernels(a) -> int:
         from .kernels.roofline import format_roofline, roofline
 
         result = roofline(a.roofline, n_layer=a.layers, n_embd=a.width)
-        result["command"] = sys.argv
+        result["command"] = ["frontier", *a.argv]
         shape = f"{result['shapes']['n_layer']}x{result['shapes']['n_embd']}"
         path = new_record_path(a.out or default_record_dir(a.roofline), "roofline", [a.roofline, shape])
         print(format_roofline(result))
@@ -284,13 +284,31 @@ def cmd_bench(a) -> int:
             raise UserError(f"--nproc {a.nproc!r} is not a list of process counts", "pass e.g. --nproc 1,2")
     command = cli_command("bench", a.recipes, {"--profile": a.profile, "--steps": a.steps, "--repeats": a.repeats,
                                                 "--device": a.device, "--data": a.data, "--cold": a.cold,
-                                                "--no-memory": a.no_memory, "--nproc": a.nproc})
+                                                "--no-memory": a.no_memory, "--nproc": a.nproc,
+                                                "--kernels": None if a.kernels == "reference" else a.kernels})
     result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
                        cold=a.cold, memory=not a.no_memory, out=a.out or default_record_dir(a.profile),
-                       command=command, nproc=nproc)
+                       command=command, nproc=nproc, kernels=a.kernels)
     if result["path"] is None:  # a rank other than 0 of a bench under torchrun: rank 0 reports
         return 0
     print(format_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_bench_head(a) -> int:
+    from .bench import cli_command, default_record_dir
+    from .bench_head import format_head_bench, run_head_bench
+    from .profiles import get_profile
+
+    names = [n.strip() for n in a.profiles.split(",") if n.strip()]
+    for n in names:
+        get_profile(n)
+    command = cli_command("bench-head", [], {"--profiles": ",".join(names), "--steps": a.steps,
+                                              "--repeats": a.repeats, "--no-memory": a.no_memory})
+    result = run_head_bench(names, steps=a.steps, repeats=a.repeats, memory=not a.no_memory, log=lambda *x: None,
+                            out=a.out or default_record_dir(names[0]), command=command)
+    print(format_head_bench(result))
     print(f"bench record: {result['path']}")
     return 0
 
@@ -439,7 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_book)
 
     s = sub.add_parser("bench", help="time recipes side by side", description="Build each recipe once, warm up, then time them in alternation.")
-    s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipes to compare; RECIPE@IMPL runs its fused ops "
+                   "by IMPL (reference, interpreter, nki), e.g. baseline baseline@interpreter")
     s.add_argument("--profile", default="cpu")
     s.add_argument("--steps", type=_positive_int, default=10, help="timed steps per repeat (default 10)")
     s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
@@ -448,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (on the CPU: a fresh process per "
                                                             "recipe, one process only)")
+    s.add_argument("--kernels", choices=("reference", "interpreter", "nki"), default="reference",
+                   help="the fused ops' implementation for every recipe (default reference; checked before the bench)")
     s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
                                                        "(N > 1 under torchrun, data-parallel), one after another, "
                                                        "rows side by side (default: this process)")
@@ -466,6 +487,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench_table)
+
+    s = sub.add_parser("bench-head", help="time and measure the fused head + cross-entropy against plain PyTorch",
+                       description="The fused head + softcap + cross-entropy op (chunked, logits never whole) against "
+                                   "plain PyTorch (logits made whole, F.cross_entropy) at profiles' shapes, the n-gram "
+                                   "bias off and on: forward + backward time in alternation and each one's peak "
+                                   "memory in a fresh process, on the CPU.")
+    s.add_argument("--profiles", default="cpu,gpu", help="whose shapes (positions = batch x sequence, width, "
+                                                          "vocabulary), comma-separated (default cpu,gpu)")
+    s.add_argument("--steps", type=_positive_int, default=1, help="forward + backward calls per round (default 1)")
+    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
+    s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    s.set_defaults(func=cmd_bench_head)
 
     s = sub.add_parser("recipes", help="list the recipes")
     s.set_defaults(func=cmd_recipes)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import time
+from datetime import datetime
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 
@@ -407,7 +408,8 @@ def roofline(profile: str, recipe: str = "baseline", n_layer: int | None = None,
     t0 = time.perf_counter()
     walls = price(units + deeper, m.vocab_size, PEAKS, log)
     tokens = t.batch_size * t.seq_len
-    out = {"record": ROOFLINE_RECORD, "profile": profile, "recipe": recipe,
+    out = {"record": ROOFLINE_RECORD, "created": datetime.now().astimezone().isoformat(timespec="seconds"),
+           "profile": profile, "recipe": recipe,
            "shapes": {"n_layer": m.n_layer, "n_embd": m.n_embd, "n_head": m.n_head, "head_dim": m.head_dim,
                       "mlp": m.mlp_ratio * m.n_embd, "vocab": m.vocab_size, "batch": t.batch_size,
                       "seq_len": t.seq_len, "tokens": tokens},
@@ -450,3 +452,37 @@ def format_roofline(r: dict, matmul_peak: str = "fp32") -> str:
                  f"a chip (8 cores, ideal): {k['reference']:,.0f} -> {k['kernel']:,.0f} tokens/s; at the reference's "
                  f"step time the fused model affords {p['layers_at_reference_step']:.1f} layers")
     return "\n".join(lines)
+
+
+def find_record(folder, profile: str, n_layer: int | None = None, n_embd: int | None = None) -> dict | None:
+    """The newest roofline record in `folder` for `profile` at that depth and width (None: the profile's); its
+    `path` set to where it was read from."""
+    import json
+    from pathlib import Path
+
+    from ..profiles import get_profile
+
+    p = get_profile(profile)
+    want = (n_layer or p.n_layer, n_embd or p.n_embd)
+    for path in sorted(Path(folder).glob("roofline-*.json"), reverse=True):  # names end in their time: newest first
+        rec = json.loads(path.read_text())
+        if rec.get("record") == ROOFLINE_RECORD and rec["profile"] == profile and \
+                (rec["shapes"]["n_layer"], rec["shapes"]["n_embd"]) == want:
+            return {**rec, "path": str(path)}
+    return None
+
+
+def roofline_record(profile: str, folder, n_layer: int | None = None, n_embd: int | None = None,
+                    log=print) -> dict:
+    """The newest roofline record for these shapes in `folder`, or a new one computed and written there (minutes at
+    the trn2 shapes: the interpreter runs every kernel once)."""
+    from ..bench import new_record_path, write_bench_record
+
+    rec = find_record(folder, profile, n_layer, n_embd)
+    if rec is not None:
+        return rec
+    result = roofline(profile, n_layer=n_layer, n_embd=n_embd, log=log)
+    result["command"] = [f"frontier.kernels.roofline.roofline_record({profile!r}, n_layer={n_layer}, n_embd={n_embd})"]
+    shape = f"{result['shapes']['n_layer']}x{result['shapes']['n_embd']}"
+    write_bench_record(result, new_record_path(folder, "roofline", [profile, shape]))
+    return result
