@@ -105,7 +105,7 @@ print(ex.code_banner())
 # predicted by a cost model, not measured**: no Trainium was used to make them.
 
 # %%
-roofs = [roofline_record(roofline_profile, roofline_dir, n_layer=L, n_embd=D) for L, D in shapes]
+roofs = [roofline_record(roofline_profile, roofline_dir, n_layer=L, n_embd=D, log=lambda *a: None) for L, D in shapes]
 for r in roofs:
     print(format_roofline(r))
     print(f"record: {r['path']} (code {report.short_code(r['code'])}, {r['interpreter_s']:.0f}s in the interpreter)\n")

@@ -396,6 +396,7 @@ def roofline(profile: str, recipe: str = "baseline", n_layer: int | None = None,
     """The predicted step of `recipe` at `profile`'s shapes (optionally another depth and width, head size kept),
     reference against fused kernels, and what the saving buys in `budget_s`: the record
     `frontier kernels --roofline` writes."""
+    code = records.code_version()  # the code that computes it (taken first: the run takes minutes)
     cfg = resolve(recipe, profile)
     m = cfg.model
     if n_layer or n_embd:
@@ -432,7 +433,7 @@ def roofline(profile: str, recipe: str = "baseline", n_layer: int | None = None,
             "layers_at_reference_step": (ref_s - fixed_ker) / layer_ker,
         }
     out["budget_s"] = budget_s
-    out["code"], out["hardware"] = records.code_version(), records.hardware()
+    out["code"], out["hardware"] = code, records.hardware()
     return out
 
 
