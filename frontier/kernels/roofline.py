@@ -296,13 +296,19 @@ def kernel_work(func, args, kwargs, vocab: int) -> tuple[Work, dict, float]:
 # ---------------------------------------------------------------------------------------------------- the step
 @dataclass
 class Unit:
-    """One thing a step does: a fused op's call (`op` its name), glue, or attention; its work both ways."""
+    """One thing a step does: a fused op's call (`op` its name), glue, or attention; its work both ways. A fused
+    unit also keeps its call (to price it), the seconds of its reference's aten ops per matmul peak, how many of
+    each aten op its reference issued, and how many calls of each kernel the interpreter counted."""
 
     kind: str  # "fused", "glue", "attention"
     op: str
-    reference: Work
-    kernel: Work
+    reference: Work | None
+    kernel: Work | None
     signature: tuple = ()
+    call: tuple | None = None
+    ref_seconds: dict = field(default_factory=dict)
+    ref_ops: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)
 
 
 class _Tracer(TorchDispatchMode):
@@ -310,15 +316,14 @@ class _Tracer(TorchDispatchMode):
         super().__init__()
         self.units: list[Unit] = []
 
-    def add(self, kind, op, ref, ker, signature=()):
-        self.units.append(Unit(kind, op, ref, ker, signature))
+    def add(self, kind, op, ref, ker, signature=(), call=None):
+        self.units.append(Unit(kind, op, ref, ker, signature, call))
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if func.namespace == "frontier":
-            self.add("fused", func._opname, None, None, _signature(func, args))
-            self.units[-1].call = (func, args, kwargs)
+            self.add("fused", func._opname, None, None, _signature(func, args), (func, args, kwargs))
         else:
             w = aten_unit(func, args, kwargs, out)
             if w is not None:
@@ -382,7 +387,7 @@ def summarise(units: list[Unit], peaks: Peaks = PEAKS, matmul_peak: str = "fp32"
         r["kernel_flops"] += u.kernel.matmul_flops
         r["kernel_bytes"] += u.kernel.hbm_bytes
         r["kernel_s"] += unit_time(u.kernel, peaks, matmul_peak)
-        r["ref_aten_ops"] += sum(getattr(u, "ref_ops", {}).values()) if u.kind == "fused" else 1
+        r["ref_aten_ops"] += sum(u.ref_ops.values()) if u.kind == "fused" else 1
     return list(rows.values())
 
 
