@@ -298,9 +298,14 @@ for c in big:
           f"the fused op takes {c['time_ratio']:.2f}x plain's time")
 
 # %% [markdown]
-# The time ratio is the price of the recomputation on a CPU, where there is no HBM round trip to save: the fused
-# op's backward does the logit matmul again. On a NeuronCore the trade goes the other way, because the bytes the
-# plain version writes and reads are what the step waits on (section 1).
+# The memory win needs logits larger than a chunk. At the `cpu` profile's shapes the whole batch's logits
+# (4,096 × 1,024 fp32, 16 MiB) fit in one chunk of 2^24 elements, so the fused op computes them whole, as plain
+# PyTorch does, and then recomputes them in the backward: it holds as much or more at its peak and takes longer.
+# At the `gpu`/`trn2` shapes the logits (2 GiB) are 128 chunks, and plain PyTorch's peak is several copies of them
+# (the logits, their tanh, the log-softmax, their gradients) where the fused op holds a few chunks and the
+# gradients of h and W. The time ratio is the price of the recomputation on a CPU, where there is no HBM round
+# trip to save: the backward does the logit matmul again. On a NeuronCore the trade goes the other way, because the
+# bytes the plain version writes and reads are what the step waits on (section 1).
 
 # %% [markdown]
 # ## 5. Silent fallbacks
