@@ -52,42 +52,6 @@ def scored_bytes(tok: Tokenizer, inputs: np.ndarray, targets: np.ndarray, conven
 def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
                  device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
     """Score `model` on the token stream `tokens`; both conventions, `convention` first."""
-    return _score(model, tokens, tok, seq_len, batch_size, device, convention, autocast)
-
-
-@torch.no_grad()
-def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int = 1,
-                          device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
-    """Adaptive evaluation, not the competition's score: the windows of `evaluate_bpb` in order, `batch_size` at a
-    time (1: window by window), each batch scored first and then counted into the n-gram tables of every fold
-    (evaluation reads their average), so that each window sees the counts of all windows before its batch (not
-    those of earlier positions in its own window). The tables hold again what they held before when it returns.
-    Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_tokens`, `val_bytes`, `bpb_convention` and
-    `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables: a `UserError`."""
-    ngram = getattr(model, "ngram", None)
-    if ngram is None:
-        raise UserError("adaptive evaluation counts validation windows into the n-gram tables, and this model has "
-                        "none", "use it with a run of an n-gram recipe (ngram, ngram-only, ...), or drop --adaptive")
-
-    def count(x: torch.Tensor, y: torch.Tensor) -> None:
-        for f in range(ngram.F):
-            ngram.observe(x, y, f)
-
-    with ngram.counts_kept():
-        score = _score(model, tokens, tok, seq_len, batch_size, device, convention, autocast, after=count)
-    return {**_adaptive_names({k: v for k, v in score.items() if k != "by_convention"}),
-            "by_convention": {c: _adaptive_names(s) for c, s in score["by_convention"].items()}}
-
-
-def _adaptive_names(score: dict) -> dict:
-    """`val_bpb` and `val_loss` renamed `val_bpb_adaptive` and `val_loss_adaptive`; the rest as it is."""
-    return {(k + "_adaptive" if k in ("val_bpb", "val_loss") else k): v for k, v in score.items()}
-
-
-def _score(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int, device, convention: str,
-           autocast, after=None) -> dict:
-    """The scores of `evaluate_bpb`; `after(inputs, targets)`, when given, runs after each batch of windows is
-    scored (on the device, before the next batch is)."""
     sums = {c: {"nats": 0.0, "bytes": 0, "tokens": 0} for c in CONVENTIONS}
     was_training = model.training
     model.eval()
@@ -96,8 +60,6 @@ def _score(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: 
             with autocast or nullcontext():
                 nats = model(w.inputs.to(device), w.targets.to(device), reduction="none")
             nats = nats.double().cpu().numpy()
-            if after is not None:
-                after(w.inputs.to(device), w.targets.to(device))
             x, y = w.inputs.numpy(), w.targets.numpy()
             for c in CONVENTIONS:
                 mask, nbytes = scored_bytes(tok, x, y, c)
@@ -116,6 +78,46 @@ def _score(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: 
         for c, s in sums.items()
     }
     return {**by[convention], "bpb_convention": convention, "by_convention": by}
+
+
+@torch.no_grad()
+def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int = 1,
+                          device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
+    """Adaptive evaluation, not the competition's score: `evaluate_bpb` itself (its windows, in order, `batch_size`
+    at a time; 1: window by window) of a model that, after scoring each batch of windows, counts it into the n-gram
+    tables of every fold (evaluation reads their average), so that each window sees the counts of all windows
+    before its batch (not those of earlier positions in its own window). The tables hold again what they held
+    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_tokens`, `val_bytes`,
+    `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
+    a `UserError`."""
+    ngram = getattr(model, "ngram", None)
+    if ngram is None:
+        raise UserError("adaptive evaluation counts validation windows into the n-gram tables, and this model has "
+                        "none", "use it with a run of an n-gram recipe (ngram, ngram-only, ...), or drop --adaptive")
+    with ngram.counts_kept():
+        score = evaluate_bpb(CountAfterScoring(model), tokens, tok, seq_len, batch_size, device, convention, autocast)
+    return {**_adaptive_names({k: v for k, v in score.items() if k != "by_convention"}),
+            "by_convention": {c: _adaptive_names(s) for c, s in score["by_convention"].items()}}
+
+
+class CountAfterScoring(torch.nn.Module):
+    """`model`, which after scoring a batch of windows counts its (context, next token) pairs into every fold of
+    `model.ngram` (adaptive evaluation): the losses it returns were computed before the counting."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        nats = self.model(idx, targets, reduction=reduction)
+        for f in range(self.model.ngram.F):
+            self.model.ngram.observe(idx, targets, f)
+        return nats
+
+
+def _adaptive_names(score: dict) -> dict:
+    """`val_bpb` and `val_loss` renamed `val_bpb_adaptive` and `val_loss_adaptive`; the rest as it is."""
+    return {(k + "_adaptive" if k in ("val_bpb", "val_loss") else k): v for k, v in score.items()}
 
 
 @torch.no_grad()

@@ -206,3 +206,23 @@ def test_a_run_with_check_bits_records_its_false_hits_and_evaluates_adaptively(t
     again = evaluate_run(tmp_path / "r", smoke_data, cpu, adaptive=True)
     assert again["val_bpb"] == pytest.approx(rec["val_bpb"], abs=1e-9)
     assert 0 < again["val_bpb_adaptive"] < again["val_bpb"]
+
+
+def test_eval_adaptive_on_the_command_line(tmp_path, smoke_data):
+    import subprocess
+    import sys
+
+    cpu = select_device("cpu")
+    for recipe in ("ngram-only", "baseline"):
+        cfg = resolve(recipe, "smoke")
+        train(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False)), smoke_data,
+              tmp_path / recipe, cpu, seed=0, steps=2, progress=False)
+    cli = [sys.executable, "-m", "frontier", "eval", "--adaptive", "--device", "cpu", "--run"]
+    p = subprocess.run([*cli, str(tmp_path / "ngram-only")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert lines[-1].startswith("val_bpb=")  # the competition's score, last, as without --adaptive
+    assert lines[-2].startswith("val_bpb_adaptive=") and "not the competition's score" in lines[-2]
+    p = subprocess.run([*cli, str(tmp_path / "baseline")], capture_output=True, text=True, timeout=120)
+    err = [l for l in p.stderr.strip().splitlines() if l.strip()]
+    assert p.returncode == 2 and len(err) == 1 and err[0].startswith("error: ") and "no n-gram tables" in err[0]
