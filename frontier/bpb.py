@@ -11,6 +11,10 @@ window included). Two conventions decide which positions and bytes count:
 - `parameter-golf`: BOS targets count in the nats with 0 bytes, and a leading space counts one byte except
   right after a special token. Its byte total can be smaller than the text's (one byte per document that
   starts with a space).
+
+Adaptive evaluation (`evaluate_bpb_adaptive`, `frontier eval --adaptive`) is not the competition's score: it
+scores the same windows in order and, after scoring each, counts it into the n-gram tables, as a compressor
+adapts to what it has coded. It is reported as `val_bpb_adaptive`, the like-for-like comparison with xz or PPMd.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 import torch
 
 from .dataloader import eval_windows
+from .errors import UserError
 from .tokenizer import Tokenizer
 
 CONVENTIONS = ("nanochat", "parameter-golf")
@@ -73,6 +78,46 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
         for c, s in sums.items()
     }
     return {**by[convention], "bpb_convention": convention, "by_convention": by}
+
+
+@torch.no_grad()
+def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int = 1,
+                          device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
+    """Adaptive evaluation, not the competition's score: `evaluate_bpb` itself (its windows, in order, `batch_size`
+    at a time; 1: window by window) of a model that, after scoring each batch of windows, counts it into the n-gram
+    tables of every fold (evaluation reads their average), so that each window sees the counts of all windows
+    before its batch (not those of earlier positions in its own window). The tables hold again what they held
+    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_tokens`, `val_bytes`,
+    `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
+    a `UserError`."""
+    ngram = getattr(model, "ngram", None)
+    if ngram is None:
+        raise UserError("adaptive evaluation counts validation windows into the n-gram tables, and this model has "
+                        "none", "use it with a run of an n-gram recipe (ngram, ngram-only, ...), or drop --adaptive")
+    with ngram.counts_kept():
+        score = evaluate_bpb(CountAfterScoring(model), tokens, tok, seq_len, batch_size, device, convention, autocast)
+    return {**_adaptive_names({k: v for k, v in score.items() if k != "by_convention"}),
+            "by_convention": {c: _adaptive_names(s) for c, s in score["by_convention"].items()}}
+
+
+class CountAfterScoring(torch.nn.Module):
+    """`model`, which after scoring a batch of windows counts its (context, next token) pairs into every fold of
+    `model.ngram` (adaptive evaluation): the losses it returns were computed before the counting."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        nats = self.model(idx, targets, reduction=reduction)
+        for f in range(self.model.ngram.F):
+            self.model.ngram.observe(idx, targets, f)
+        return nats
+
+
+def _adaptive_names(score: dict) -> dict:
+    """`val_bpb` and `val_loss` renamed `val_bpb_adaptive` and `val_loss_adaptive`; the rest as it is."""
+    return {(k + "_adaptive" if k in ("val_bpb", "val_loss") else k): v for k, v in score.items()}
 
 
 @torch.no_grad()

@@ -172,9 +172,13 @@ def cmd_eval(a) -> int:
         from .data import Dataset
 
         dataset = Dataset(a.data)
-    score = evaluate_run(a.run, dataset, select_device(a.device), weights=a.weights)
+    score = evaluate_run(a.run, dataset, select_device(a.device), weights=a.weights, adaptive=a.adaptive)
     print(f"val_loss={score['val_loss']:.6f} val_tokens={score['val_tokens']} val_bytes={score['val_bytes']} "
           f"({score['bpb_convention']})")
+    if a.adaptive:
+        print(f"val_bpb_adaptive={score['val_bpb_adaptive']:.6f} val_loss_adaptive={score['val_loss_adaptive']:.6f} "
+              "(adaptive: each validation window scored, then counted into the n-gram tables; not the "
+              "competition's score)")
     print(f"val_bpb={score['val_bpb']:.6f}")
     return 0
 
@@ -419,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                               "or the EMA alone (val_bpb_ema); default: the weights "
                                                               "its val_bpb scores")
     s.add_argument("--data", help="dataset folder (default: the one the run trained on)")
+    s.add_argument("--adaptive", action="store_true",
+                   help="also val_bpb_adaptive: score each validation window, then count it into the n-gram tables, "
+                        "as a compressor adapts (not the competition's score; the tables are restored afterwards)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
 

@@ -39,6 +39,12 @@ class NGramConfig:
     folds: int = 2  # cross-fitting: a training batch of fold f reads tables counted from the other folds only
     seen_log2: int = 24  # bits in the set of (context, token) pairs seen, for Witten-Bell's type counts
     mix_lr: float = 0.02  # Adam learning rate of the mixture weights
+    check_bits: int = 0  # fingerprint bits per hashed context (0: none, a context in another's bucket reads its counts)
+
+    def __post_init__(self):
+        if not (isinstance(self.check_bits, int) and 0 <= self.check_bits <= 31):
+            raise UserError(f"n-gram check_bits {self.check_bits!r} is out of range",
+                            "pass a whole number of fingerprint bits in [0, 31] (0: no check bits)")
 
 
 @dataclass(frozen=True)
@@ -157,14 +163,21 @@ class RunConfig:
         only where it differs from its default (`LATER_FIELDS`): older records ran with the default behaviour, so
         they stay comparable."""
         d = self.to_dict()
-        for section, fields in LATER_FIELDS.items():
+        for path, fields in LATER_FIELDS.items():
+            section = d
+            for key in path.split("."):
+                section = section.get(key) if isinstance(section, dict) else None
+            if not isinstance(section, dict):  # a section the run does not have (no n-gram model)
+                continue
             for name, default in fields.items():
-                if d[section].get(name) == default:
-                    d[section].pop(name)
+                if section.get(name) == default:
+                    section.pop(name)
         return stable_hash(d)
 
 
-LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"}}
+# Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
+LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
+                "model.ngram": {"check_bits": 0}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

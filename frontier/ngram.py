@@ -34,6 +34,15 @@ batch comes from one fold and reads only another fold's tables, so the mixture n
 already hold the batch's own continuations (which happens as soon as a run sees its data twice). Evaluation reads
 the average of the folds' distributions (and of their floors).
 
+Check bits (`check_bits` > 0; 0, the default, keeps none): every bucket of a context length >= 2 also holds a
+fingerprint of the context it counts, `check_bits` bits of a second mixing of the context's 64-bit hash (never 0:
+0 marks an empty bucket). The first context counted into an empty bucket claims it (several new contexts of one
+batch racing for it: the one with the most positions in the batch, ties to the smaller fingerprint); counts of
+any other context that lands there are dropped at that length (`summary()` reports how many), and reading such a
+context finds it unseen, so it backs off, instead of taking the owner's counts. Without check bits a bucket keeps
+no record of whose counts it holds: an unseen context in an occupied bucket reads its occupant's counts (a false
+hit; `false_hit_rate` measures how often on the validation split).
+
 Counting never sees validation tokens: the trainer feeds `observe` the training batches (after the step that used
 them, so a batch's own targets never reach its bias), or `count_tokens` the training shards.
 """
@@ -41,6 +50,7 @@ them, so a batch's own targets never reach its bias), or `count_tokens` the trai
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -48,15 +58,26 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .config import NGramConfig
-from .dataloader import training_windows, window_folds
+from .dataloader import eval_windows, training_windows, window_folds
 
 HASH_STEP = 1_000_003
 HASH_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed 64-bit integer (wrapping multiplication)
 INSERT_ROUNDS = 8  # new continuations a set of slots can take per call
+FP_MIX = (-4658895280553007687, -7723592293110705685)  # splitmix64's multipliers, as signed 64-bit integers
 
 
 def _bucket(h: torch.Tensor, log2: int) -> torch.Tensor:
     return ((h * HASH_MIX) >> (64 - log2)) & ((1 << log2) - 1)
+
+
+def _fingerprint(h: torch.Tensor, bits: int) -> torch.Tensor:
+    """`bits` bits of hash `h` mixed a second way (splitmix64's finaliser; the bucket takes the top bits of another
+    product), in [1, 2**bits): 0 marks an empty bucket, so a mix that ends in 0 becomes 1."""
+    z = h * FP_MIX[0]
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * FP_MIX[1]  # (z >> n) & mask: a logical shift of a signed integer
+    z = z ^ ((z >> 31) & ((1 << 33) - 1))
+    fp = z & ((1 << bits) - 1)
+    return torch.where(fp == 0, torch.ones_like(fp), fp)
 
 
 def context_hashes(x: torch.Tensor, max_order: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -147,6 +168,9 @@ class NGramMix(nn.Module):
         self.register_buffer("ctx", torch.zeros(F, H, nb, dtype=torch.int64))
         self.register_buffer("seen", torch.zeros(F, 1 << cfg.seen_log2, dtype=torch.bool))
         self.register_buffer("counted", torch.zeros(F, dtype=torch.int64))
+        if cfg.check_bits:  # only then: tables without check bits keep the state (and checkpoints) they always had
+            self.register_buffer("fp", torch.zeros(F, H, nb, dtype=torch.int32))  # the owner's fingerprint; 0: empty
+            self.register_buffer("dropped", torch.zeros(F, H, dtype=torch.int64))  # counts refused, per length
         self.mix_logits = nn.Parameter(torch.zeros(cfg.max_order + 1))  # pi over context lengths 0..K
         self.scale = nn.Parameter(torch.tensor(1.0))
 
@@ -155,9 +179,11 @@ class NGramMix(nn.Module):
         return (batch_fold + 1) % self.F
 
     # ------------------------------------------------------------------ counting
-    def _groups(self, x: torch.Tensor, f: int):
-        """Per table group of fold f: (context row of every position (L, B, T), which exist (L, 1, T), packed
-        slots (R, S), packed contexts (R,))."""
+    def _groups(self, x: torch.Tensor, f: int, claim: bool = False):
+        """Per table group of fold f: (context row of every position (L, B, T), which exist (L, 1, T) or, with
+        check bits, which exist and own their bucket (L, B, T), packed slots (R, S), packed contexts (R,)).
+        `claim` (counting, with check bits): the batch's contexts first claim the empty buckets they land in
+        (`_claim`), and the positions that own no bucket are added to `dropped`."""
         short = (x[None], torch.ones(1, 1, x.size(1), dtype=torch.bool, device=x.device), self.short_slots[f],
                  self.short_ctx[f])
         if self.K < 2:
@@ -165,16 +191,26 @@ class NGramMix(nn.Module):
         hashes, valid = context_hashes(x, self.K)
         H, nb = self.K - 1, 1 << self.cfg.buckets_log2
         rows = torch.arange(H, device=x.device)[:, None, None] * nb + _bucket(hashes, self.cfg.buckets_log2)
+        if self.cfg.check_bits:
+            fps, owners = _fingerprint(hashes, self.cfg.check_bits), self.fp[f].view(-1)
+            exist = valid.expand_as(rows)
+            if claim:
+                _claim(owners, rows[exist], fps[exist])
+            valid = exist & (owners[rows] == fps)
+            if claim:
+                self.dropped[f] += (exist & ~valid).sum((1, 2))
         return [short, (rows, valid, self.slots[f].view(-1, self.cfg.slots), self.ctx[f].view(-1))]
 
     @torch.no_grad()
     def observe(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
-        """Count every (context, next token) pair of a batch of `fold`: contexts from `x`, next tokens `y`."""
+        """Count every (context, next token) pair of a batch of `fold`: contexts from `x`, next tokens `y`. With
+        check bits, a pair whose context does not own its bucket (after the batch's claims) is not counted at that
+        length."""
         V = self.V
         x, y = x.long(), y.long()
         self.counted[fold] += y.numel()
         self.uni[fold] += torch.bincount(y.flatten(), minlength=V)
-        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold)):
+        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold, claim=True)):
             keep = valid.expand_as(rows)
             keys, counts = torch.unique(rows[keep] * V + y.expand_as(rows)[keep], return_counts=True)
             ctx, tok = keys // V, keys % V
@@ -191,18 +227,20 @@ class NGramMix(nn.Module):
         i mod folds); returns seconds taken."""
         t0 = time.perf_counter()
         device = self.uni.device
-        windows = training_windows(shards, seq_len)
-        fold_of = window_folds(len(windows), self.F)
-        for s, shard in enumerate(shards):
-            in_shard = windows[:, 0] == s
-            starts, folds = windows[in_shard, 1], fold_of[in_shard]
-            for f in range(self.F):
-                mine = starts[folds == f]
-                for i in range(0, len(mine), windows_per_call):
-                    rows = np.stack([shard[o : o + seq_len + 1] for o in mine[i : i + windows_per_call]])
-                    rows = torch.from_numpy(rows.astype(np.int64)).to(device)
-                    self.observe(rows[:, :-1], rows[:, 1:], f)
+        for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call):
+            self.observe(x.to(device), y.to(device), f)
         return time.perf_counter() - t0
+
+    @contextmanager
+    def counts_kept(self):
+        """Inside, count anything (adaptive evaluation counts validation windows); on leaving, every table holds
+        again exactly what it held on entering (a copy on the CPU is put back)."""
+        saved = {name: b.detach().to("cpu", copy=True) for name, b in self.named_buffers()}
+        try:
+            yield self
+        finally:
+            for name, b in self.named_buffers():
+                b.copy_(saved[name])
 
     # ------------------------------------------------------------------ the distribution
     def mixture(self) -> torch.Tensor:
@@ -211,6 +249,14 @@ class NGramMix(nn.Module):
     def unigram(self, f: int) -> torch.Tensor:
         uni = self.uni[f].float()
         return (uni + 1) / (uni.sum() + self.V)
+
+    def known(self, x: torch.Tensor, f: int) -> torch.Tensor:
+        """Which positions of x the tables of fold f report seen, per context length 2..K: (K-1, B, T) bool (the
+        context exists, its bucket has counts and, with check bits, the context owns the bucket)."""
+        if self.K < 2:
+            return torch.zeros(0, *x.shape, dtype=torch.bool, device=x.device)
+        rows, valid, _, ctx_table = self._groups(x.long(), f)[1]
+        return valid & ((ctx_table[rows] & LOW) > 0)
 
     def entries(self, x: torch.Tensor, f: int):
         """P_mix from the tables of fold f, for every position of x, as (P_0 (V,), coef_0 (B, T), tokens
@@ -291,7 +337,10 @@ class NGramMix(nn.Module):
         return sum(b.numel() * b.element_size() for b in self.buffers()) / 2**20
 
     def summary(self) -> dict:
-        return {
+        """The tables at a glance: `contexts_in_use` per context length 1..K (buckets with counts, all folds);
+        with check bits, `check_bits` and `fingerprint_dropped` per context length 2..K (counts refused because
+        their context did not own its bucket, all folds)."""
+        out = {
             "folds": self.F,
             "counted_tokens": int(self.counted.sum()),
             "table_mib": self.table_mib(),
@@ -300,6 +349,88 @@ class NGramMix(nn.Module):
             "contexts_in_use": [int(((self.short_ctx & LOW) > 0).sum())]
             + [int(((self.ctx[:, h] & LOW) > 0).sum()) for h in range(self.K - 1)],
         }
+        if self.cfg.check_bits:
+            out["check_bits"] = self.cfg.check_bits
+            out["fingerprint_dropped"] = self.dropped.sum(0).tolist()
+        return out
+
+
+def _claim(owners: torch.Tensor, rows: torch.Tensor, fps: torch.Tensor) -> None:
+    """Empty buckets (owner 0) among `rows` take an owner: of the fingerprints `fps` of the positions landing in
+    one, the one with the most positions, ties to the smaller fingerprint."""
+    empty = owners[rows] == 0
+    if not empty.any():
+        return
+    pairs, n = torch.unique(rows[empty] * (1 << 32) + fps[empty], return_counts=True)  # sorted: by row, then fp
+    row, fp = pairs >> 32, pairs & LOW
+    win = _rank_within(row, n) == 0  # the most positions; ties by position in `pairs`, the smaller fingerprint
+    owners[row[win]] = fp[win].to(owners.dtype)
+
+
+def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_per_call: int = 128):
+    """The batches `count_tokens` counts, as (x, y, fold), int64 on the CPU: the training windows as the loader
+    cuts them (window i in fold i mod folds), shard by shard and fold by fold, `windows_per_call` at a time."""
+    windows = training_windows(shards, seq_len)
+    fold_of = window_folds(len(windows), folds)
+    for s, shard in enumerate(shards):
+        in_shard = windows[:, 0] == s
+        starts, fold = windows[in_shard, 1], fold_of[in_shard]
+        for f in range(folds):
+            mine = starts[fold == f]
+            for i in range(0, len(mine), windows_per_call):
+                rows = np.stack([shard[o : o + seq_len + 1] for o in mine[i : i + windows_per_call]])
+                rows = torch.from_numpy(rows.astype(np.int64))
+                yield rows[:, :-1], rows[:, 1:], f
+
+
+@torch.no_grad()
+def false_hit_rate(ngram: NGramMix, counted, val_tokens: np.ndarray, seq_len: int, batch_size: int = 16) -> dict:
+    """How often the tables report seen a validation context of length 2..K that was never counted (a false hit).
+
+    `counted`: the batches (x, y, fold) the tables were counted from, as `observe` took them (`shard_batches` for
+    shard counting). The validation tokens are cut into the windows evaluation reads (`eval_windows`). For fold f
+    and length k, a validation position is unseen when its context's 64-bit hash (`context_hashes`, the hash the
+    buckets come from) is the hash of no context counted into fold f (exact up to collisions of that 64-bit hash);
+    it is a false hit when fold f's tables report it seen nonetheless (`NGramMix.known`). Summed over the folds:
+    `unseen` and `false_hits` (positions), `false_hit_rate` = false_hits / unseen over all lengths 2..K,
+    `by_order` the same per length k = 2..K (None where nothing is unseen), and `miss_rate`: the share of the
+    positions whose context was counted that read unseen (their counts were dropped by check bits)."""
+    device, H = ngram.uni.device, ngram.K - 1
+    val_hashes, known = [[] for _ in range(H)], [[[] for _ in range(H)] for _ in range(ngram.F)]
+    for w in eval_windows(val_tokens, seq_len, batch_size):
+        x = w.inputs.to(device)
+        hashes, valid = context_hashes(x, ngram.K)
+        valid = valid.expand_as(hashes)
+        for f in range(ngram.F):
+            kn = ngram.known(x, f)
+            for h in range(H):
+                known[f][h].append(kn[h][valid[h]])
+        for h in range(H):
+            val_hashes[h].append(hashes[h][valid[h]])
+    distinct, where = zip(*(torch.unique(torch.cat(v), return_inverse=True) for v in val_hashes)) if H else ((), ())
+    counted_in = [torch.zeros(ngram.F, len(d), dtype=torch.bool, device=device) for d in distinct]
+    for x, _, f in counted:
+        hashes, valid = context_hashes(x.to(device), ngram.K)
+        for h in range(H):
+            if len(distinct[h]):
+                hk = hashes[h][valid[h].expand_as(hashes[h])]
+                i = torch.searchsorted(distinct[h], hk).clamp_max(len(distinct[h]) - 1)
+                counted_in[h][f, i[distinct[h][i] == hk]] = True
+    unseen, false_hits, seen, missed = ([0] * H for _ in range(4))
+    for h in range(H):
+        for f in range(ngram.F):
+            was_counted, reads_seen = counted_in[h][f, where[h]], torch.cat(known[f][h])
+            unseen[h] += int((~was_counted).sum())
+            false_hits[h] += int((~was_counted & reads_seen).sum())
+            seen[h] += int(was_counted.sum())
+            missed[h] += int((was_counted & ~reads_seen).sum())
+    return {
+        "false_hit_rate": sum(false_hits) / sum(unseen) if sum(unseen) else None,
+        "by_order": [fh / u if u else None for fh, u in zip(false_hits, unseen)],
+        "unseen": sum(unseen),
+        "false_hits": sum(false_hits),
+        "miss_rate": sum(missed) / sum(seen) if sum(seen) else None,
+    }
 
 
 class NGramOnly(nn.Module):

@@ -13,6 +13,11 @@ and `val_loss_live` for the live weights, `val_bpb_ema` and `val_loss_ema` for t
 Data parallelism (`dist`, `frontier.distributed`: N processes under torchrun): every rank runs `train` on its rows
 of the same global batches; the loss is averaged over the ranks, the clock is rank 0's, every rank stops at the
 same step, and rank 0 alone writes the record and checkpoints and evaluates. With one process nothing changes.
+
+A finished run with an n-gram model records `ngram.false_hits` (`frontier.ngram.false_hit_rate`, uncharged, its
+seconds in `ngram.false_hits_s`): how often its tables report seen a validation context never counted, measured
+against exactly the batches the tables counted (the train shards' windows, or with streamed counting the
+first-epoch batches of the run's data order, replayed from its seed).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np
 import torch
 
 from . import records
-from .bpb import evaluate_bpb
+from .bpb import evaluate_bpb, evaluate_bpb_adaptive
 from .clock import BudgetClock
 from .compile import CompileWatch, compile_model, fresh_compile
 from .config import RunConfig
@@ -326,7 +331,7 @@ def train(
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.tokens_per_s(tokens_per_step) or None,
             "compile": watch.summary(),
-            "ngram": (dict(ngram.summary(), counting=counting, counting_s=counting_s)
+            "ngram": (dict(ngram.summary(), counting=counting, counting_s=counting_s, **ngram_checks)
                       if ngram is not None else None),
             **({"ema": ema.summary()} if ema is not None else {}),
             "curve": curve,
@@ -351,6 +356,7 @@ def train(
     watch = CompileWatch(cfg.train.compile or cfg.train.compile_optimizer, strict, log)
     counting = ngram.cfg.counting if ngram is not None else None
     counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
+    ngram_checks = {}  # the false-hit rate of the tables, measured once training is over
     kernels.reset_calls()
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
@@ -401,11 +407,40 @@ def train(
     checkpoint(run_dir / CHECKPOINT)
     if not dist.is_main:  # rank 0 evaluates (the weights are the same everywhere) and writes the record
         return {"status": "trained", "rank": dist.rank, "steps": clock.steps, "curve": curve}
+    if ngram is not None:
+        t0 = time.perf_counter()
+        ngram_checks["false_hits"] = false_hits(ngram, cfg, dataset, seed, clock.steps)
+        ngram_checks["false_hits_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     score = score_run(model, ema, cfg, dataset, device)
     rec = record("finished", eval_s=time.perf_counter() - t0, final_train_loss=last_loss, cpu_share=cpu_share, **score)
     plot_run(rec, run_dir / "loss.png")
     return rec
+
+
+def counted_batches(cfg: RunConfig, dataset: Dataset, seed: int, steps: int):
+    """The batches (x, y, fold) a run's n-gram tables counted in its `steps` steps: the train shards' windows
+    (shard counting), or the first-epoch batches of its data order (streamed counting, one process's view of the
+    global batches, which every rank counts whole)."""
+    from .ngram import shard_batches
+
+    if cfg.model.ngram.counting == "shards":
+        yield from shard_batches(dataset.train_tokens(), cfg.train.seq_len, cfg.model.ngram.folds)
+        return
+    loader = make_loader(cfg, dataset, seed)
+    for _ in range(steps):
+        x, y = loader.next_batch()
+        if loader.epoch > 0:
+            return
+        yield x, y, loader.batch_fold
+
+
+def false_hits(ngram, cfg: RunConfig, dataset: Dataset, seed: int, steps: int) -> dict:
+    """`frontier.ngram.false_hit_rate` of a run's tables on the validation split, against what they counted."""
+    from .ngram import false_hit_rate
+
+    return false_hit_rate(ngram, counted_batches(cfg, dataset, seed, steps), dataset.val_tokens(), cfg.train.seq_len,
+                          cfg.train.eval_batch_size)
 
 
 def plot_run(rec: dict, path: Path) -> None:
@@ -442,8 +477,10 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
 
 
 def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print,
-                 weights: str | None = None) -> dict:
-    """Re-score a run's checkpoint on the validation split (`frontier eval`); `weights` as in `load_run_model`."""
+                 weights: str | None = None, adaptive: bool = False) -> dict:
+    """Re-score a run's checkpoint on the validation split (`frontier eval`); `weights` as in `load_run_model`.
+    `adaptive`: also `val_bpb_adaptive` and `val_loss_adaptive` (`frontier.bpb.evaluate_bpb_adaptive`, window by
+    window; not the competition's score), after `val_bpb`; the run needs an n-gram model."""
     rec = records.load_record(run_dir)
     model, cfg = load_run_model(run_dir, device.device, weights)
     if dataset is None:
@@ -452,7 +489,15 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInf
     if dataset.manifest_hash != rec["data"]["manifest_hash"]:
         log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "
             f"{rec['data']['manifest_hash']})")
-    return score_model(model, cfg, dataset, device)
+    if adaptive and getattr(model, "ngram", None) is None:
+        raise UserError(f"the run in {str(run_dir)!r} ({cfg.recipe}) has no n-gram tables for --adaptive to count "
+                        "into", "evaluate it without --adaptive, or pass a run of an n-gram recipe")
+    score = score_model(model, cfg, dataset, device)
+    if not adaptive:
+        return score
+    a = evaluate_bpb_adaptive(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, 1, device.device,
+                              cfg.train.bpb_convention, device.autocast())
+    return {**score, "val_bpb_adaptive": a["val_bpb_adaptive"], "val_loss_adaptive": a["val_loss_adaptive"]}
 
 
 def score_run(model: torch.nn.Module, ema: WeightEMA | None, cfg: RunConfig, dataset: Dataset,
