@@ -101,8 +101,9 @@ def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: in
 
 
 class CountAfterScoring(torch.nn.Module):
-    """`model`, which after scoring a batch of windows counts its (context, next token) pairs into every fold of
-    `model.ngram` (adaptive evaluation): the losses it returns were computed before the counting."""
+    """`model`, which after scoring a batch of windows counts its (context, next token) pairs into the tables
+    evaluation reads (`NGramMix.observe_evaluated`; adaptive evaluation): the losses it returns were computed
+    before the counting."""
 
     def __init__(self, model: torch.nn.Module):
         super().__init__()
@@ -110,8 +111,7 @@ class CountAfterScoring(torch.nn.Module):
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
         nats = self.model(idx, targets, reduction=reduction)
-        for f in range(self.model.ngram.F):
-            self.model.ngram.observe(idx, targets, f)
+        self.model.ngram.observe_evaluated(idx, targets)
         return nats
 
 

@@ -40,11 +40,16 @@ class NGramConfig:
     seen_log2: int = 24  # bits in the set of (context, token) pairs seen, for Witten-Bell's type counts
     mix_lr: float = 0.02  # Adam learning rate of the mixture weights
     check_bits: int = 0  # fingerprint bits per hashed context (0: none, a context in another's bucket reads its counts)
+    eval_counts: str = "folds"  # evaluation reads: "folds", the average of the folds' distributions (each counted
+    # from its share of the text); "all", tables counted from every training window (counted beside the folds')
 
     def __post_init__(self):
         if not (isinstance(self.check_bits, int) and 0 <= self.check_bits <= 31):
             raise UserError(f"n-gram check_bits {self.check_bits!r} is out of range",
                             "pass a whole number of fingerprint bits in [0, 31] (0: no check bits)")
+        if self.eval_counts not in ("folds", "all"):
+            raise UserError(f"n-gram eval_counts {self.eval_counts!r} is not a choice",
+                            "pass 'folds' (the average of the folds' tables) or 'all' (tables of the whole split)")
 
 
 @dataclass(frozen=True)
@@ -177,7 +182,7 @@ class RunConfig:
 
 # Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
 LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
-                "model.ngram": {"check_bits": 0}}
+                "model.ngram": {"check_bits": 0, "eval_counts": "folds"}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

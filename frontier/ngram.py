@@ -32,7 +32,10 @@ nothing learned multiplies the dense vector. Evaluation computes the same formul
 Cross-fitting (`folds`, 2 by default): window i of the training split belongs to fold i mod folds, each training
 batch comes from one fold and reads only another fold's tables, so the mixture never learns from counts that
 already hold the batch's own continuations (which happens as soon as a run sees its data twice). Evaluation reads
-the average of the folds' distributions (and of their floors).
+the average of the folds' distributions (and of their floors), each counted from its share of the training text;
+with `eval_counts="all"` it reads one more table set instead, counted from every training window beside the
+folds' (`observe` counts a batch into its fold's tables and that one; the counting is charged as the rest is), so
+that evaluation sees counts of the whole split.
 
 Check bits (`check_bits` > 0; 0, the default, keeps none): every bucket of a context length >= 2 also holds a
 fingerprint of the context it counts, `check_bits` bits of a second mixing of the context's 64-bit hash (never 0:
@@ -159,7 +162,10 @@ class NGramMix(nn.Module):
     def __init__(self, cfg: NGramConfig, vocab: int):
         super().__init__()
         self.cfg, self.V, self.K, self.F = cfg, vocab, cfg.max_order, cfg.folds
-        F, H, nb, S, S1 = cfg.folds, cfg.max_order - 1, 1 << cfg.buckets_log2, cfg.slots, cfg.slots_short
+        # With eval_counts "all" (and more than one fold), table set F counts every training window: evaluation's.
+        self.ALL = cfg.folds if cfg.eval_counts == "all" and cfg.folds > 1 else None
+        F = cfg.folds + (self.ALL is not None)  # table sets
+        H, nb, S, S1 = cfg.max_order - 1, 1 << cfg.buckets_log2, cfg.slots, cfg.slots_short
         self.register_buffer("uni", torch.zeros(F, vocab, dtype=torch.int64))
         empty = -1 << 32  # token -1, count 0
         self.register_buffer("short_slots", torch.full((F, vocab, S1), empty, dtype=torch.int64))
@@ -177,6 +183,10 @@ class NGramMix(nn.Module):
     def tables_for(self, batch_fold: int) -> int:
         """The tables a training batch of `batch_fold` reads: never its own fold's (with one fold: in-sample)."""
         return (batch_fold + 1) % self.F
+
+    def eval_tables(self) -> list[int]:
+        """The table sets evaluation reads: the whole split's (eval_counts "all"), or every fold's, averaged."""
+        return [self.ALL] if self.ALL is not None else list(range(self.F))
 
     # ------------------------------------------------------------------ counting
     def _groups(self, x: torch.Tensor, f: int, claim: bool = False):
@@ -203,9 +213,22 @@ class NGramMix(nn.Module):
 
     @torch.no_grad()
     def observe(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
-        """Count every (context, next token) pair of a batch of `fold`: contexts from `x`, next tokens `y`. With
-        check bits, a pair whose context does not own its bucket (after the batch's claims) is not counted at that
-        length."""
+        """Count every (context, next token) pair of a training batch of `fold` (contexts from `x`, next tokens
+        `y`) into that fold's tables, and into the whole split's where there are such (eval_counts "all")."""
+        self.count_into(x, y, fold)
+        if self.ALL is not None:
+            self.count_into(x, y, self.ALL)
+
+    @torch.no_grad()
+    def observe_evaluated(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Adaptive evaluation only: count pairs already scored into every table set evaluation reads."""
+        for t in self.eval_tables():
+            self.count_into(x, y, t)
+
+    @torch.no_grad()
+    def count_into(self, x: torch.Tensor, y: torch.Tensor, fold: int) -> None:
+        """Count the pairs of (x, y) into table set `fold`. With check bits, a pair whose context does not own its
+        bucket (after the batch's claims) is not counted at that length."""
         V = self.V
         x, y = x.long(), y.long()
         self.counted[fold] += y.numel()
@@ -284,7 +307,7 @@ class NGramMix(nn.Module):
         """(floor, P_mix), dense (B, T, V): P_mix(next token | context) and its floor coef_0 * P_0 (the mass that
         backed off all the way to the unigram), as a training batch of `batch_fold` sees them, or (None) as
         evaluation does, averaged over the folds' tables."""
-        folds = range(self.F) if batch_fold is None else [self.tables_for(batch_fold)]
+        folds = self.eval_tables() if batch_fold is None else [self.tables_for(batch_fold)]
         floor = total = 0
         for f in folds:
             p0, c0, toks, values = self.entries(x, f)
@@ -391,34 +414,39 @@ def false_hit_rate(ngram: NGramMix, counted, val_tokens: np.ndarray, seq_len: in
     shard counting). The validation tokens are cut into the windows evaluation reads (`eval_windows`). For fold f
     and length k, a validation position is unseen when its context's 64-bit hash (`context_hashes`, the hash the
     buckets come from) is the hash of no context counted into fold f (exact up to collisions of that 64-bit hash);
-    it is a false hit when fold f's tables report it seen nonetheless (`NGramMix.known`). Summed over the folds:
+    it is a false hit when fold f's tables report it seen nonetheless (`NGramMix.known`); the whole split's tables
+(eval_counts "all") are a set of their own, counted from every batch. Summed over the table sets:
     `unseen` and `false_hits` (positions), `false_hit_rate` = false_hits / unseen over all lengths 2..K,
     `by_order` the same per length k = 2..K (None where nothing is unseen), and `miss_rate`: the share of the
     positions whose context was counted that read unseen (their counts were dropped by check bits)."""
     device, H = ngram.uni.device, ngram.K - 1
-    val_hashes, known = [[] for _ in range(H)], [[[] for _ in range(H)] for _ in range(ngram.F)]
+    sets = ngram.F + (ngram.ALL is not None)  # the whole split's tables (eval_counts "all") count every batch
+    val_hashes, known = [[] for _ in range(H)], [[[] for _ in range(H)] for _ in range(sets)]
     for w in eval_windows(val_tokens, seq_len, batch_size):
         x = w.inputs.to(device)
         hashes, valid = context_hashes(x, ngram.K)
         valid = valid.expand_as(hashes)
-        for f in range(ngram.F):
+        for f in range(sets):
             kn = ngram.known(x, f)
             for h in range(H):
                 known[f][h].append(kn[h][valid[h]])
         for h in range(H):
             val_hashes[h].append(hashes[h][valid[h]])
     distinct, where = zip(*(torch.unique(torch.cat(v), return_inverse=True) for v in val_hashes)) if H else ((), ())
-    counted_in = [torch.zeros(ngram.F, len(d), dtype=torch.bool, device=device) for d in distinct]
+    counted_in = [torch.zeros(sets, len(d), dtype=torch.bool, device=device) for d in distinct]
     for x, _, f in counted:
         hashes, valid = context_hashes(x.to(device), ngram.K)
         for h in range(H):
             if len(distinct[h]):
                 hk = hashes[h][valid[h].expand_as(hashes[h])]
                 i = torch.searchsorted(distinct[h], hk).clamp_max(len(distinct[h]) - 1)
-                counted_in[h][f, i[distinct[h][i] == hk]] = True
+                hit = i[distinct[h][i] == hk]
+                counted_in[h][f, hit] = True
+                if ngram.ALL is not None:
+                    counted_in[h][ngram.ALL, hit] = True
     unseen, false_hits, seen, missed = ([0] * H for _ in range(4))
     for h in range(H):
-        for f in range(ngram.F):
+        for f in range(sets):
             was_counted, reads_seen = counted_in[h][f, where[h]], torch.cat(known[f][h])
             unseen[h] += int((~was_counted).sum())
             false_hits[h] += int((~was_counted & reads_seen).sum())

@@ -138,11 +138,11 @@ def test_adaptive_evaluation_scores_each_window_before_counting_it(smoke_data, m
     model, tok = _ngram_model(smoke_data, check_bits), smoke_data.tokenizer
     val = smoke_data.val_tokens()
     events = []
-    real_bias, real_observe = NGramMix.bias, NGramMix.observe
+    real_bias, real_count = NGramMix.bias, NGramMix.count_into
     monkeypatch.setattr(NGramMix, "bias", lambda self, x, fold=None: events.append(("score", x.clone(), None))
                         or real_bias(self, x, fold))
-    monkeypatch.setattr(NGramMix, "observe", lambda self, x, y, fold=0: events.append(("count", x.clone(), fold))
-                        or real_observe(self, x, y, fold))
+    monkeypatch.setattr(NGramMix, "count_into", lambda self, x, y, fold: events.append(("count", x.clone(), fold))
+                        or real_count(self, x, y, fold))
     evaluate_bpb_adaptive(model, val, tok, 64)
     windows = list(eval_windows(val, 64, 1))
     assert len(windows) > 2
@@ -179,11 +179,11 @@ def test_adaptive_evaluation_needs_ngram_tables(smoke_data):
 def test_check_bits_leave_old_config_hashes_and_records_alone():
     cfg = resolve("ngram", "cpu")
     old = cfg.to_dict()
-    del old["model"]["ngram"]["check_bits"]
-    assert RunConfig.from_dict(old) == cfg  # a record written before the field reads back with its default
+    del old["model"]["ngram"]["check_bits"], old["model"]["ngram"]["eval_counts"]
+    assert RunConfig.from_dict(old) == cfg  # a record written before the fields reads back with their defaults
     for later in ("compile_optimizer", "ema", "kernels"):  # the fields added before it
         del old["train"][later]
-    assert cfg.digest() == stable_hash(old) == "0ce00c23126d5b9e"  # as in runs/cpu/ngram/*/result.json  # a record written before the field reads back with its default
+    assert cfg.digest() == stable_hash(old) == "0ce00c23126d5b9e"  # as in runs/cpu/ngram/*/result.json
     on = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, ngram=dataclasses.replace(cfg.model.ngram,
                                                                                                  check_bits=31)))
     assert on.digest() != cfg.digest() and RunConfig.from_dict(on.to_dict()) == on
@@ -226,3 +226,30 @@ def test_eval_adaptive_on_the_command_line(tmp_path, smoke_data):
     p = subprocess.run([*cli, str(tmp_path / "baseline")], capture_output=True, text=True, timeout=120)
     err = [l for l in p.stderr.strip().splitlines() if l.strip()]
     assert p.returncode == 2 and len(err) == 1 and err[0].startswith("error: ") and "no n-gram tables" in err[0]
+
+
+def _counted(smoke_data, **changes):
+    cfg = dataclasses.replace(resolve("ngram-only", "smoke").model.ngram, **changes)
+    m = NGramMix(cfg, smoke_data.vocab_size)
+    m.count_tokens(smoke_data.train_tokens(), 64)
+    return m
+
+
+def test_evaluation_can_read_counts_of_the_whole_split(smoke_data):
+    folds, whole = _counted(smoke_data, check_bits=31), _counted(smoke_data, check_bits=31, eval_counts="all")
+    assert whole.eval_tables() == [2] and folds.eval_tables() == [0, 1]
+    for f in range(2):  # the folds' tables are the same either way; the whole split's counted every window
+        assert torch.equal(whole.uni[f], folds.uni[f]) and torch.equal(whole.ctx[f], folds.ctx[f])
+    assert torch.equal(whole.uni[2], folds.uni[0] + folds.uni[1])
+    assert int(whole.counted[2]) == int(folds.counted.sum())
+    x = torch.from_numpy(smoke_data.val_tokens()[:129].astype("int64"))[None]
+    p = whole.distribution(x[:, :-1])
+    assert torch.allclose(p.sum(-1), torch.ones(1, 128, dtype=p.dtype), atol=1e-5)
+    # a training batch still reads another fold's tables, never the whole split's (which hold its own targets)
+    assert torch.equal(whole.bias(x[:, :-1], 0), folds.bias(x[:, :-1], 0))
+    # the whole split's false-hit rate is measured too, against every counted batch
+    from frontier.ngram import false_hit_rate, shard_batches
+    r = false_hit_rate(whole, shard_batches(smoke_data.train_tokens(), 64, 2), smoke_data.val_tokens(), 64)
+    assert r["false_hit_rate"] == 0.0
+    with pytest.raises(UserError, match="eval_counts"):
+        dataclasses.replace(whole.cfg, eval_counts="everything")
