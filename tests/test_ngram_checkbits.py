@@ -181,6 +181,7 @@ def test_check_bits_leave_old_config_hashes_and_records_alone():
     old = cfg.to_dict()
     del old["model"]["ngram"]["check_bits"]
     assert RunConfig.from_dict(old) == cfg  # a record written before the field reads back with its default
+    del old["model"]["ngram"]["smoothing"]  # the field added after it
     for later in ("compile_optimizer", "ema", "kernels"):  # the fields added before it
         del old["train"][later]
     assert cfg.digest() == stable_hash(old) == "0ce00c23126d5b9e"  # as in runs/cpu/ngram/*/result.json  # a record written before the field reads back with its default
