@@ -408,7 +408,8 @@ class NGramMix(nn.Module):
     def summary(self) -> dict:
         """The tables at a glance: `contexts_in_use` per context length 1..K (buckets with counts, all folds);
         with check bits, `check_bits` and `fingerprint_dropped` per context length 2..K (counts refused because
-        their context did not own its bucket, all folds)."""
+        their context did not own its bucket, all folds); with a smoothing other than Witten-Bell, `smoothing` and
+        its `discounts` (D1, D2, D3+) per fold and context length 1..K."""
         out = {
             "folds": self.F,
             "counted_tokens": int(self.counted.sum()),
@@ -421,6 +422,9 @@ class NGramMix(nn.Module):
         if self.cfg.check_bits:
             out["check_bits"] = self.cfg.check_bits
             out["fingerprint_dropped"] = self.dropped.sum(0).tolist()
+        if self.cfg.smoothing != "witten-bell":
+            out["smoothing"] = self.cfg.smoothing
+            out["discounts"] = [[[round(float(v), 5) for v in d] for d in self.discounts(f)] for f in range(self.F)]
         return out
 
 

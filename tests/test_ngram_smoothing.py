@@ -137,6 +137,8 @@ def test_discounts_follow_the_tables():
     other = NGramMix(m.cfg, V)
     other.load_state_dict(m.state_dict())
     assert torch.equal(other.discounts(0), before)
+    assert other.summary()["smoothing"] == "absolute-modified" and len(other.summary()["discounts"][0]) == 3
+    assert "smoothing" not in NGramMix(NGramConfig(max_order=3, buckets_log2=10, seen_log2=16), V).summary()
 
 
 def test_the_default_smoothing_keeps_old_config_hashes():
