@@ -27,6 +27,12 @@ class BigramConfig:
     lr: float = 0.05  # Adam learning rate of the table (before the schedule)
 
 
+# The n-gram model's smoothings (formulas in `frontier.ngram`): Witten-Bell (the original), interpolated absolute
+# discounting with one discount per context length, and with three (D1, D2, D3+: modified Kneser-Ney's discounts,
+# without its continuation-count lower orders, which the tables do not keep).
+NGRAM_SMOOTHINGS = ("witten-bell", "absolute", "absolute-modified")
+
+
 @dataclass(frozen=True)
 class NGramConfig:
     """An n-gram model counted from training tokens during the run, mixed into the logits."""
@@ -42,8 +48,12 @@ class NGramConfig:
     check_bits: int = 0  # fingerprint bits per hashed context (0: none, a context in another's bucket reads its counts)
     eval_counts: str = "folds"  # evaluation reads: "folds", the average of the folds' distributions (each counted
     # from its share of the text); "all", tables counted from every training window (counted beside the folds')
+    smoothing: str = "witten-bell"  # how each context length backs off to the next shorter one (`NGRAM_SMOOTHINGS`)
 
     def __post_init__(self):
+        if self.smoothing not in NGRAM_SMOOTHINGS:
+            raise UserError(f"unknown n-gram smoothing {self.smoothing!r}",
+                            f"choose one of {', '.join(NGRAM_SMOOTHINGS)} (see frontier.ngram)")
         if not (isinstance(self.check_bits, int) and 0 <= self.check_bits <= 31):
             raise UserError(f"n-gram check_bits {self.check_bits!r} is out of range",
                             "pass a whole number of fingerprint bits in [0, 31] (0: no check bits)")
@@ -182,7 +192,7 @@ class RunConfig:
 
 # Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
 LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
-                "model.ngram": {"check_bits": 0, "eval_counts": "folds"}}
+                "model.ngram": {"check_bits": 0, "eval_counts": "folds", "smoothing": "witten-bell"}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

@@ -9,11 +9,28 @@ What the tables hold (all bounded, allocated once; `table_mib()` reports their s
 A continuation enters a full set of slots when its count in a batch beats the smallest slot. Whatever a context
 counted that is not in a slot joins its back-off mass, so every distribution below still sums to 1.
 
-Smoothing: interpolated Witten-Bell (PPM's escape method C). For a context c of length k seen N times with T
-distinct continuations,
-    P_k(w | c) = (count(c, w) + T * P_{k-1}(w | c')) / (N + T),
-so a context seen once gives its continuation half of the mass and backs off with the other half; a context
-never seen backs off entirely. Write it P_k = a_k P_{k-1} + s_k, with s_k non-zero only on the context's slots.
+Smoothing (`NGramConfig.smoothing`), interpolated: every method writes the distribution of a context c of length
+k as P_k(. | c) = a_k P_{k-1}(. | c') + s_k, with s_k non-zero only on the context's slots and a_k the escape, so
+that each P_k is a proper distribution over the whole vocabulary (a_k + sum s_k = 1). Let c be seen N times with T
+distinct continuations, L = sum of its slots' counts and U = N - L the mass of the continuations it keeps no slot
+for (always part of the escape: it backs off to the shorter context). A context never seen backs off entirely.
+- "witten-bell" (the default; PPM's escape method C):
+      P_k(w | c) = (count(c, w) + T * P_{k-1}(w | c')) / (N + T),
+  s_k = count/(N + T), a_k = (T + U)/(N + T): a context seen once gives its continuation half of the mass.
+- "absolute" (interpolated absolute discounting, one discount D_k per context length k):
+      P_k(w | c) = max(count(c, w) - D_k, 0)/N + (D_k * T_listed + U)/N * P_{k-1}(w | c'),
+  T_listed the number of the context's slots in use (what is taken off the slots is the back-off mass, so it sums
+  to 1). D_k = n1/(n1 + 2 n2) (Ney, Essen and Kneser), n_r the number of slots of length k holding count r in the
+  tables read (the count-of-counts of the listed continuations: the unlisted ones have no counts of their own).
+- "absolute-modified" (modified Kneser-Ney's three discounts, Chen and Goodman): D(count) = D1, D2 or D3+ for a
+  count of 1, 2 or >= 3, with Y = n1/(n1 + 2 n2), D1 = 1 - 2Y n2/n1, D2 = 2 - 3Y n3/n2, D3+ = 3 - 4Y n4/n3,
+      P_k(w | c) = (count(c, w) - D(count(c, w)))/N + (sum_listed D(count) + U)/N * P_{k-1}(w | c').
+  Not Kneser-Ney: its lower orders count distinct left contexts per (shorter context, token), which these tables
+  do not keep (a slot holds occurrences only), so the shorter contexts keep their ordinary distributions here.
+Every discount is clipped to [0.05, r] for a count r (an estimate from few slots can fall outside, and a positive
+discount keeps every escape, hence every probability, positive); the discounts are estimated per fold and per
+length from the tables (`discounts`) and recomputed only after the tables change.
+The unigram (length 0) is add-one smoothed under every method.
 
 The mixture: P_mix = sum_k pi_k P_k over context lengths 0..K, pi = softmax of K+1 learned logits. Unrolled,
     P_mix = coef_0 * P_0 + sum_{k>=1} coef_k * s_k,   coef_K = pi_K,  coef_k = pi_k + a_{k+1} coef_{k+1},
@@ -158,6 +175,33 @@ def _witten_bell(n, t, cnts, known):
     return escape, share
 
 
+def _discounted(n, cnts, known, d):
+    """Escape and slot shares of interpolated absolute discounting: slot counts cnts lose their discount (`d`:
+    (..., 3), D1, D2, D3+ for counts 1, 2, >= 3, broadcasting against n), what they lose and the unlisted mass
+    n - sum(cnts) is the escape; contexts not `known` back off entirely."""
+    r = cnts.clamp(0, 3).long()
+    disc = torch.cat([torch.zeros_like(d[..., :1]), d], -1)[..., None, :].expand(*cnts.shape, 4)
+    kept = (cnts - disc.gather(-1, r[..., None])[..., 0]).clamp_min(0)
+    denom = n.clamp_min(1)
+    escape = torch.where(known, (n - kept.sum(-1)) / denom, torch.ones_like(n))
+    share = torch.where(known[..., None], kept / denom[..., None], torch.zeros_like(cnts))
+    return escape, share
+
+
+def count_discounts(slot_counts: torch.Tensor, modified: bool) -> torch.Tensor:
+    """(D1, D2, D3+) from the counts of a set of slots (any shape; 0: empty): n_r slots with count r; absolute
+    discounting uses one D = n1/(n1 + 2 n2) for all three, modified D_r = r - (r + 1) Y n_{r+1}/n_r; each
+    clipped to [0.05, r]."""
+    n = torch.stack([(slot_counts == r).sum() for r in (1, 2, 3, 4)]).double()
+    y = n[0] / (n[0] + 2 * n[1]).clamp_min(1)
+    if modified:
+        d = torch.stack([r - (r + 1) * y * n[r] / n[r - 1].clamp_min(1) for r in (1, 2, 3)])
+    else:
+        d = y.expand(3)
+    lo = torch.full_like(d, 0.05)
+    return torch.minimum(torch.maximum(d, lo), torch.tensor([1.0, 2.0, 3.0], dtype=d.dtype, device=d.device)).float()
+
+
 class NGramMix(nn.Module):
     def __init__(self, cfg: NGramConfig, vocab: int):
         super().__init__()
@@ -177,6 +221,7 @@ class NGramMix(nn.Module):
         if cfg.check_bits:  # only then: tables without check bits keep the state (and checkpoints) they always had
             self.register_buffer("fp", torch.zeros(F, H, nb, dtype=torch.int32))  # the owner's fingerprint; 0: empty
             self.register_buffer("dropped", torch.zeros(F, H, dtype=torch.int64))  # counts refused, per length
+        self._version, self._discounts = 0, {}  # the tables' version (bumped whenever they change); discounts by fold
         self.mix_logits = nn.Parameter(torch.zeros(cfg.max_order + 1))  # pi over context lengths 0..K
         self.scale = nn.Parameter(torch.tensor(1.0))
 
@@ -231,6 +276,7 @@ class NGramMix(nn.Module):
         bucket (after the batch's claims) is not counted at that length."""
         V = self.V
         x, y = x.long(), y.long()
+        self._version += 1
         self.counted[fold] += y.numel()
         self.uni[fold] += torch.bincount(y.flatten(), minlength=V)
         for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold, claim=True)):
@@ -264,6 +310,24 @@ class NGramMix(nn.Module):
         finally:
             for name, b in self.named_buffers():
                 b.copy_(saved[name])
+            self._version += 1
+
+    def _load_from_state_dict(self, *args, **kwargs):
+        self._version += 1  # loaded tables: discounts estimated before are stale
+        return super()._load_from_state_dict(*args, **kwargs)
+
+    def discounts(self, f: int) -> torch.Tensor | None:
+        """The discounts (D1, D2, D3+) of the tables of fold f per context length 1..K, (K, 3), from their slot
+        counts (`count_discounts`; None under Witten-Bell). Cached until the tables change."""
+        if self.cfg.smoothing == "witten-bell":
+            return None
+        key = (f, self._version, self.slots.device)
+        if self._discounts.get(f, (None,))[0] != key:
+            modified = self.cfg.smoothing == "absolute-modified"
+            per_length = [count_discounts(unpack_slots(self.short_slots[f])[1], modified)]
+            per_length += [count_discounts(unpack_slots(self.slots[f, h])[1], modified) for h in range(self.K - 1)]
+            self._discounts[f] = (key, torch.stack(per_length))
+        return self._discounts[f][1]
 
     # ------------------------------------------------------------------ the distribution
     def mixture(self) -> torch.Tensor:
@@ -288,11 +352,16 @@ class NGramMix(nn.Module):
         B, T = x.shape
         pi = self.mixture()
         escapes, shares, toks = [], [], []
-        for rows, valid, slots, ctx_table in self._groups(x, f):
+        d = self.discounts(f)
+        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, f)):
             ctx = ctx_table[rows]  # (L, B, T)
             n, t = (ctx & LOW).float(), (ctx >> 32).float()
             tok, cnt = unpack_slots(slots[rows])  # (L, B, T, S)
-            a, s = _witten_bell(n, t, cnt.float(), valid & (n > 0))
+            if d is None:
+                a, s = _witten_bell(n, t, cnt.float(), valid & (n > 0))
+            else:  # group 0: length 1; group 1: lengths 2..K
+                dg = (d[:1] if g == 0 else d[1:])[:, None, None, :]
+                a, s = _discounted(n, cnt.float(), valid & (n > 0), dg)
             escapes.extend(a.unbind(0))
             shares.extend(s.unbind(0))
             toks.extend(tok.clamp_min(0).unbind(0))
@@ -362,7 +431,8 @@ class NGramMix(nn.Module):
     def summary(self) -> dict:
         """The tables at a glance: `contexts_in_use` per context length 1..K (buckets with counts, all folds);
         with check bits, `check_bits` and `fingerprint_dropped` per context length 2..K (counts refused because
-        their context did not own its bucket, all folds)."""
+        their context did not own its bucket, all folds); with a smoothing other than Witten-Bell, `smoothing` and
+        its `discounts` (D1, D2, D3+) per fold and context length 1..K."""
         out = {
             "folds": self.F,
             "counted_tokens": int(self.counted.sum()),
@@ -375,6 +445,9 @@ class NGramMix(nn.Module):
         if self.cfg.check_bits:
             out["check_bits"] = self.cfg.check_bits
             out["fingerprint_dropped"] = self.dropped.sum(0).tolist()
+        if self.cfg.smoothing != "witten-bell":
+            out["smoothing"] = self.cfg.smoothing
+            out["discounts"] = [[[round(float(v), 5) for v in d] for d in self.discounts(f)] for f in range(self.F)]
         return out
 
 

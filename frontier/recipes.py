@@ -42,6 +42,7 @@ class Features:
     ngram_folds: int = 2
     ngram_check_bits: int = 0  # fingerprint bits per hashed n-gram context (0: none; `NGramConfig.check_bits`)
     ngram_eval_counts: str = "folds"  # what evaluation reads: the folds' average, or "all" (`NGramConfig.eval_counts`)
+    ngram_smoothing: str = "witten-bell"  # `NGramConfig.smoothing`
     ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones
 
 
@@ -135,7 +136,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         bigram=BigramConfig(rows=p.bigram_rows, lr=p.bigram_lr, update=f.bigram_update) if f.bigram else None,
         ngram=(
             NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting,
-                        folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts)
+                        folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
+                        smoothing=f.ngram_smoothing)
             if f.ngram
             else None
         ),
