@@ -172,6 +172,24 @@ def _bucket_np(h: np.ndarray, log2: int) -> np.ndarray:
     return ((h * np.int64(HASH_MIX)) >> np.int64(64 - log2)) & np.int64((1 << log2) - 1)
 
 
+def _fingerprint_np(h: np.ndarray, bits: int) -> np.ndarray:
+    """`_fingerprint` in NumPy."""
+    z = h * np.int64(FP_MIX[0])
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * np.int64(FP_MIX[1])
+    z = z ^ ((z >> 31) & ((1 << 33) - 1))
+    fp = z & ((1 << bits) - 1)
+    fp[fp == 0] = 1
+    return fp
+
+
+def _sizes(starts: np.ndarray, n: int) -> np.ndarray:
+    """The lengths of the runs that begin at `starts` in an array of length n."""
+    sizes = np.empty_like(starts)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1:] = n - starts[-1:]
+    return sizes
+
+
 def _starts(sorted_values: np.ndarray) -> np.ndarray:
     """Where each run of equal values of a sorted array starts."""
     if len(sorted_values) == 0:
@@ -186,7 +204,7 @@ def _sorted_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct keys, ascending, and how often each occurs (`torch.unique(keys, return_counts=True)`)."""
     keys = np.sort(keys)
     starts = _starts(keys)
-    return keys[starts], np.diff(starts, append=len(keys))
+    return keys[starts], _sizes(starts, len(keys))
 
 
 def _rank_sorted(rows: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -196,7 +214,7 @@ def _rank_sorted(rows: np.ndarray, c: np.ndarray) -> np.ndarray:
     n = len(rows)
     rank = np.zeros(n, dtype=np.int64)
     starts = _starts(rows)
-    sizes = np.diff(starts, append=n)
+    sizes = _sizes(starts, n)
     multi = sizes > 1  # a row with one new continuation ranks it 0: no sorting
     if not multi.any():
         return rank
@@ -320,7 +338,7 @@ def _claim_np(owners: np.ndarray, rows: np.ndarray, fps: np.ndarray) -> None:
     pairs, n = _sorted_counts(rows[empty] * (1 << 32) + fps[empty])
     row, fp = pairs >> 32, pairs & LOW
     starts = _starts(row)
-    sizes = np.diff(starts, append=len(row))
+    sizes = _sizes(starts, len(row))
     best = np.repeat(np.maximum.reduceat(n, starts), sizes)
     cand = np.flatnonzero(n == best)
     win = cand[_starts(row[cand])]  # the first candidate of each row
@@ -386,21 +404,53 @@ class NGramMix(nn.Module):
     def observe(self, x: torch.Tensor, y: torch.Tensor, fold: int = 0) -> None:
         """Count every (context, next token) pair of a batch of `fold`: contexts from `x`, next tokens `y`. With
         check bits, a pair whose context does not own its bucket (after the batch's claims) is not counted at that
-        length. Tables on the CPU are counted in NumPy (`_count_group`), tables elsewhere in torch
-        (`_count_group_torch`): the same tables, bit for bit."""
-        V = self.V
+        length. Tables on the CPU are counted in NumPy (`_observe_np`), tables elsewhere in torch
+        (`_observe_torch`): the same tables, bit for bit."""
         x, y = x.long(), y.long()
-        self.counted[fold] += y.numel()
-        self.uni[fold] += torch.bincount(y.flatten(), minlength=V)
-        on_cpu = self.uni.device.type == "cpu"
-        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold, claim=True)):
+        (self._observe_np if self.uni.device.type == "cpu" else self._observe_torch)(x, y, fold)
+
+    @torch.no_grad()
+    def _observe_torch(self, x: torch.Tensor, y: torch.Tensor, f: int) -> None:
+        """`observe` in torch, on any device: one `torch.unique` per table group, then `_update_slots` (the counting
+        as it was first written; on the CPU, `frontier bench-ngram` times it beside `_observe_np`)."""
+        V = self.V
+        self.counted[f] += y.numel()
+        self.uni[f] += torch.bincount(y.flatten(), minlength=V)
+        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, f, claim=True)):
             keep = valid.expand_as(rows)
             pairs = rows[keep] * V + y.expand_as(rows)[keep]
-            if on_cpu:
-                _count_group(pairs.numpy(), V, g, self.cfg.seen_log2, self.seen[fold].numpy(), ctx_table.numpy(),
-                             slots.numpy())
-            else:
-                _count_group_torch(pairs, V, g, self.cfg.seen_log2, self.seen[fold], ctx_table, slots)
+            _count_group_torch(pairs, V, g, self.cfg.seen_log2, self.seen[f], ctx_table, slots)
+
+    @torch.no_grad()
+    def _observe_np(self, x: torch.Tensor, y: torch.Tensor, f: int) -> None:
+        """The contexts and slots of `observe` counted in NumPy, on views of the CPU tables: the pairs (context row
+        * V + next token) of every existing context (the positions t >= k - 1 of each length k, cut out without a
+        mask), the claims and refusals of check bits, then `_count_group` per table group."""
+        V, cfg = self.V, self.cfg
+        self.counted[f] += y.numel()
+        self.uni[f] += torch.bincount(y.flatten(), minlength=V)
+        xn, yn = x.numpy(), y.numpy()
+        groups = [((xn * V + yn).ravel(), self.short_ctx[f].numpy(), self.short_slots[f].numpy())]
+        T = x.size(1)
+        lengths = [k for k in range(2, self.K + 1) if k - 1 < T]  # context lengths with a position to count
+        if lengths:
+            hashes = context_hashes(x, self.K)[0].numpy()
+            h = np.concatenate([hashes[k - 2, :, k - 1 :].ravel() for k in lengths])
+            nxt = np.concatenate([yn[:, k - 1 :].ravel() for k in lengths])
+            per_length = [x.size(0) * (T - k + 1) for k in lengths]
+            nb = 1 << cfg.buckets_log2
+            rows = np.repeat(np.array(lengths, dtype=np.int64) - 2, per_length) * nb + _bucket_np(h, cfg.buckets_log2)
+            if cfg.check_bits:
+                fps, owners = _fingerprint_np(h, cfg.check_bits), self.fp[f].view(-1).numpy()
+                _claim_np(owners, rows, fps)
+                own = owners[rows] == fps
+                starts = np.cumsum(per_length) - per_length
+                refused = np.add.reduceat((~own).astype(np.int64), starts)
+                self.dropped[f, : len(lengths)] += torch.from_numpy(refused)
+                rows, nxt = rows[own], nxt[own]
+            groups.append((rows * V + nxt, self.ctx[f].view(-1).numpy(), self.slots[f].view(-1, cfg.slots).numpy()))
+        for g, (pairs, ctx_table, slots) in enumerate(groups):
+            _count_group(pairs, V, g, cfg.seen_log2, self.seen[f].numpy(), ctx_table, slots)
 
     @torch.no_grad()
     def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128) -> float:
@@ -538,10 +588,7 @@ class NGramMix(nn.Module):
 
 def _claim(owners: torch.Tensor, rows: torch.Tensor, fps: torch.Tensor) -> None:
     """Empty buckets (owner 0) among `rows` take an owner: of the fingerprints `fps` of the positions landing in
-    one, the one with the most positions, ties to the smaller fingerprint. On the CPU in NumPy (`_claim_np`)."""
-    if owners.device.type == "cpu":
-        _claim_np(owners.numpy(), rows.numpy(), fps.numpy())
-        return
+    one, the one with the most positions, ties to the smaller fingerprint (torch; `_claim_np` on the CPU)."""
     empty = owners[rows] == 0
     if not empty.any():
         return
