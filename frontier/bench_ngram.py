@@ -4,14 +4,16 @@ What is timed: counting a profile's train shards into fresh tables of a recipe's
 recipe by default; `check_bits` to override its check bits), window by window as the trainer's up-front counting
 cuts them (`shard_batches`, `windows_per_call` windows per call, window i in fold i mod folds), on the CPU:
 
-- `numpy`: `NGramMix.observe`, which counts tables on the CPU in NumPy (`_observe_np`): what `count_tokens` runs;
+- `numpy`: `NGramMix.count_tokens`, which counts tables on the CPU in NumPy (`_observe_np`), each fold on a thread
+  of its own (up to the CPU count);
+- `numpy-serial`: the same, one thread (`threads=1`): the folds one after another;
 - `torch`: `NGramMix._observe_torch`, the counting as first written (one `torch.unique` per table group, slot
   replacement re-ranked every round), which still counts tables that live on an accelerator.
 
-The variants alternate, numpy torch numpy torch ..., `repeats` rounds, each into fresh tables (allocating them is
+The variants alternate, numpy numpy-serial torch numpy ..., `repeats` rounds, each into fresh tables (allocating them is
 not timed), so that a machine that speeds up or slows down affects both alike; `ratio` is numpy's median tokens/s
-over torch's. After the first round every buffer of the two variants' tables is compared (`identical`: the
-NumPy counting is a drop-in, not a different counting). The result is a bench record (`frontier.bench`, kind
+over torch's. After the first round every buffer of the variants' tables is compared (`identical`: the NumPy
+counting is a drop-in, not a different counting). The result is a bench record (`frontier.bench`, kind
 `bench-ngram`), with torch's thread count (the torch variant runs on torch's thread pool, the NumPy one on one
 thread).
 """
@@ -33,7 +35,7 @@ from .ngram import NGramMix, shard_batches
 from .profiles import get_profile
 from .recipes import resolve
 
-VARIANTS = ("numpy", "torch")
+VARIANTS = ("numpy", "numpy-serial", "torch")
 
 
 def _count(fn, shards, seq_len: int, folds: int, windows_per_call: int) -> float:
@@ -78,11 +80,15 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
         models = {}
         for v in variants:
             m = NGramMix(ng, V)
-            fn = m.observe if v == "numpy" else m._observe_torch
-            seconds[v].append(_count(fn, shards, seq_len, ng.folds, windows_per_call))
+            if v == "torch":
+                seconds[v].append(_count(m._observe_torch, shards, seq_len, ng.folds, windows_per_call))
+            else:
+                threads = 1 if v == "numpy-serial" else None
+                seconds[v].append(m.count_tokens(shards, seq_len, windows_per_call, threads=threads))
             models[v], tokens, table_mib = m, int(m.counted.sum()), m.table_mib()
         if r == 0 and len(variants) > 1:
-            identical = same_tables(*models.values())
+            first = models[variants[0]]
+            identical = all(same_tables(first, m) for m in models.values())
         log(f"bench-ngram: round {r + 1}/{repeats}: " + ", ".join(f"{v} {seconds[v][-1]:.2f}s" for v in variants))
     rows = []
     for v in variants:

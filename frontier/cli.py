@@ -321,7 +321,7 @@ def cmd_bench_ngram(a) -> int:
     from .bench import cli_command, default_record_dir
     from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
 
-    variants = VARIANTS if not a.no_reference else ("numpy",)
+    variants = VARIANTS if not a.no_reference else ("numpy", "numpy-serial")
     command = cli_command("bench-ngram", [], {"--profile": a.profile, "--recipe": a.recipe,
                                                "--check-bits": a.check_bits, "--repeats": a.repeats,
                                                "--windows-per-call": a.windows_per_call, "--data": a.data,
@@ -523,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--windows-per-call", type=_positive_int, default=128,
                    help="windows per observe call, as count_tokens cuts them (default 128)")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
-    s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone")
+    s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench_ngram)

@@ -45,11 +45,32 @@ hit; `false_hit_rate` measures how often on the validation split).
 
 Counting never sees validation tokens: the trainer feeds `observe` the training batches (after the step that used
 them, so a batch's own targets never reach its bias), or `count_tokens` the training shards.
+
+How counting runs. Tables on the CPU are counted in NumPy (`_observe_np`): per table group one sort of the batch's
+(context row, next token) pairs gives the distinct pairs, their counts and each context's segment; the new
+continuations of a context are ranked once (the original re-ranked them every replacement round, the same ranks
+shifted); a row's slot flags are read as one packed integer. `count_tokens` counts each fold on its own thread
+(folds share no table; NumPy releases the GIL). Tables elsewhere (an accelerator) are counted by `_observe_torch`,
+the counting as first written. Both give the same tables bit for bit (tests/test_ngram_counting.py compares every
+buffer with a copy of the original); `frontier bench-ngram` times them side by side.
+
+Counting beside an accelerator at Trn2 scale (a design note; nothing here was measured on a Trn2). At the trn2
+profile (2**20 buckets per length, a 2**28 seen set) the tables are about 1.7 GiB, read and written at random
+per pair (a slot row, a context, a seen flag): host work that a NeuronCore's matrix units do not help with, in
+memory the model would otherwise have. The plan is to count on the host, overlapped with the steps: the batch of
+step s goes to a counting thread once step s has used it (stream counting), and a batch of fold f reads only the
+other fold's tables, so counting fold f never races a read of fold f. Overlap holds while host counting keeps up
+with the run's token rate (32 x 2,048 tokens per step / seconds per step); shard counting up front
+(`count_tokens`, charged to the budget) costs (train tokens) / (tokens/s) seconds, which at billions of tokens and
+the rates `frontier bench-ngram` reports here does not fit a 1,800 s budget. Counting on the device (sort and
+segment ops) stays possible through `_observe_torch`, at the price of device time and memory every step.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -453,13 +474,27 @@ class NGramMix(nn.Module):
             _count_group(pairs, V, g, cfg.seen_log2, self.seen[f].numpy(), ctx_table, slots)
 
     @torch.no_grad()
-    def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128) -> float:
+    def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128,
+                     threads: int | None = None) -> float:
         """Count the training shards up front, window by window as the loader cuts them (window i belongs to fold
-        i mod folds); returns seconds taken."""
+        i mod folds); returns seconds taken. Tables on the CPU count each fold on a thread of its own (`threads`
+        at most; default: one per fold, up to the CPU count): folds share no table, and each fold's batches keep
+        their order, so the tables are those of counting the batches one after another."""
         t0 = time.perf_counter()
         device = self.uni.device
-        for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call):
-            self.observe(x.to(device), y.to(device), f)
+        n = min(self.F, threads or os.cpu_count() or 1) if device.type == "cpu" else 1
+        if n <= 1:
+            for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call):
+                self.observe(x.to(device), y.to(device), f)
+        else:
+            def count_folds(folds):
+                for fold in folds:
+                    for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call, fold=fold):
+                        self.observe(x, y, f)
+
+            with ThreadPoolExecutor(n) as pool:
+                for done in [pool.submit(count_folds, range(i, self.F, n)) for i in range(n)]:
+                    done.result()
         return time.perf_counter() - t0
 
     @contextmanager
@@ -598,16 +633,18 @@ def _claim(owners: torch.Tensor, rows: torch.Tensor, fps: torch.Tensor) -> None:
     owners[row[win]] = fp[win].to(owners.dtype)
 
 
-def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_per_call: int = 128):
+def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_per_call: int = 128,
+                  fold: int | None = None):
     """The batches `count_tokens` counts, as (x, y, fold), int64 on the CPU: the training windows as the loader
-    cuts them (window i in fold i mod folds), shard by shard and fold by fold, `windows_per_call` at a time."""
-    windows = training_windows(shards, seq_len)
+    cuts them (window i in fold i mod folds), shard by shard and fold by fold, `windows_per_call` at a time
+    (`fold`: that fold's batches only, in the same order)."""
+    windows, only = training_windows(shards, seq_len), fold
     fold_of = window_folds(len(windows), folds)
     for s, shard in enumerate(shards):
         in_shard = windows[:, 0] == s
-        starts, fold = windows[in_shard, 1], fold_of[in_shard]
-        for f in range(folds):
-            mine = starts[fold == f]
+        starts, fold_in = windows[in_shard, 1], fold_of[in_shard]
+        for f in range(folds) if only is None else [only]:
+            mine = starts[fold_in == f]
             for i in range(0, len(mine), windows_per_call):
                 rows = np.stack([shard[o : o + seq_len + 1] for o in mine[i : i + windows_per_call]])
                 rows = torch.from_numpy(rows.astype(np.int64))

@@ -17,8 +17,8 @@ def test_ngram_bench_record(tmp_path, smoke_data, check_bits):
     assert rec["identical"] is True  # the NumPy counting gives the torch counting's tables, every buffer
     assert rec["ngram"]["check_bits"] == (check_bits or 0) and rec["ngram"]["max_order"] == 16
     assert rec["tokens"] >= sum(len(s) for s in smoke_data.train_tokens()) - 2 * 65  # every window counted
-    numpy_row, torch_row = rec["rows"]
-    assert [numpy_row["variant"], torch_row["variant"]] == ["numpy", "torch"]
+    numpy_row, serial_row, torch_row = rec["rows"]
+    assert [r["variant"] for r in rec["rows"]] == ["numpy", "numpy-serial", "torch"]
     for row in rec["rows"]:
         assert len(row["seconds"]) == len(row["tokens_per_s"]) == 2 and row["tokens_per_s_median"] > 0
         assert row["tokens_per_s"] == pytest.approx([rec["tokens"] / s for s in row["seconds"]])
@@ -33,7 +33,7 @@ def test_ngram_bench_on_the_command_line(tmp_path, smoke_data, capsys):
     text = capsys.readouterr().out
     assert "\nnumpy " in text and "\ntorch " not in text and f"bench record: {out}" in text
     rec = load_bench_record(out)
-    assert [r["variant"] for r in rec["rows"]] == ["numpy"] and rec["identical"] is None
+    assert [r["variant"] for r in rec["rows"]] == ["numpy", "numpy-serial"] and rec["identical"] is True
     assert rec["command"][:2] == ["frontier", "bench-ngram"] and "--no-reference" in rec["command"]
     with pytest.raises(UserError, match="no n-gram model"):
         run_ngram_bench("smoke", recipe="baseline", data=str(smoke_data.folder), log=lambda m: None)

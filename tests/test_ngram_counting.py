@@ -154,9 +154,9 @@ def test_count_tokens_gives_the_reference_tables_on_the_smoke_corpus(smoke_data,
     V = smoke_data.tokenizer.vocab_size  # a power of two: the shift path
     cfg = NGramConfig(max_order=16, buckets_log2=12, seen_log2=16, folds=2, check_bits=check_bits)
     shards = [np.asarray(s[:40_000]) for s in smoke_data.train_tokens()]
-    for windows_per_call in (1, 16, 128):
+    for windows_per_call, threads in [(1, 1), (16, 2), (128, None)]:  # threads: one per fold, or one in all
         fast, ref = NGramMix(cfg, V), NGramMix(cfg, V)
-        fast.count_tokens(shards, 64, windows_per_call)
+        fast.count_tokens(shards, 64, windows_per_call, threads=threads)
         for x, y, f in shard_batches(shards, 64, 2, windows_per_call):
             observe_ref(ref, x, y, f)
         _assert_same_tables(fast, ref)
