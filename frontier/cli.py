@@ -317,6 +317,22 @@ def cmd_bench_head(a) -> int:
     return 0
 
 
+def cmd_bench_ngram(a) -> int:
+    from .bench import cli_command, default_record_dir
+    from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
+
+    variants = VARIANTS if not a.no_reference else ("numpy", "numpy-serial")
+    command = cli_command("bench-ngram", [], {"--profile": a.profile, "--recipe": a.recipe,
+                                               "--check-bits": a.check_bits, "--repeats": a.repeats,
+                                               "--windows-per-call": a.windows_per_call, "--data": a.data,
+                                               "--no-reference": a.no_reference})
+    result = run_ngram_bench(a.profile, a.recipe, a.check_bits, a.repeats, a.windows_per_call, a.data, variants,
+                             log=lambda *x: None, out=a.out or default_record_dir(a.profile), command=command)
+    print(format_ngram_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_bench_table(a) -> int:
     import torch
 
@@ -494,6 +510,23 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
     s.set_defaults(func=cmd_bench_table)
+
+    s = sub.add_parser("bench-ngram", help="time the n-gram tables' counting: NumPy against the original torch",
+                       description="Count a profile's train shards into fresh n-gram tables, the NumPy counting "
+                                   "(what count_tokens runs on the CPU) and the original torch counting in "
+                                   "alternation, and check that both give the same tables, every buffer.")
+    s.add_argument("--profile", default="cpu", help="whose corpus, sequence length and table sizes (default cpu)")
+    s.add_argument("--recipe", default="ngram", help="whose n-gram config (default ngram)")
+    s.add_argument("--check-bits", type=int, default=None, metavar="N",
+                   help="fingerprint bits per hashed context, overriding the recipe's (e.g. 31)")
+    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
+    s.add_argument("--windows-per-call", type=_positive_int, default=128,
+                   help="windows per observe call, as count_tokens cuts them (default 128)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+    s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    s.set_defaults(func=cmd_bench_ngram)
 
     s = sub.add_parser("bench-head", help="time and measure the fused head + cross-entropy against plain PyTorch",
                        description="The fused head + softcap + cross-entropy op (chunked, logits never whole) against "

@@ -65,11 +65,32 @@ hit; `false_hit_rate` measures how often on the validation split).
 
 Counting never sees validation tokens: the trainer feeds `observe` the training batches (after the step that used
 them, so a batch's own targets never reach its bias), or `count_tokens` the training shards.
+
+How counting runs. Tables on the CPU are counted in NumPy (`_observe_np`): per table group one sort of the batch's
+(context row, next token) pairs gives the distinct pairs, their counts and each context's segment; the new
+continuations of a context are ranked once (the original re-ranked them every replacement round, the same ranks
+shifted); a row's slot flags are read as one packed integer. `count_tokens` counts each fold on its own thread
+(folds share no table; NumPy releases the GIL). Tables elsewhere (an accelerator) are counted by `_observe_torch`,
+the counting as first written. Both give the same tables bit for bit (tests/test_ngram_counting.py compares every
+buffer with a copy of the original); `frontier bench-ngram` times them side by side.
+
+Counting beside an accelerator at Trn2 scale (a design note; nothing here was measured on a Trn2). At the trn2
+profile (2**20 buckets per length, a 2**28 seen set) the tables are about 1.7 GiB, read and written at random
+per pair (a slot row, a context, a seen flag): host work that a NeuronCore's matrix units do not help with, in
+memory the model would otherwise have. The plan is to count on the host, overlapped with the steps: the batch of
+step s goes to a counting thread once step s has used it (stream counting), and a batch of fold f reads only the
+other fold's tables, so counting fold f never races a read of fold f. Overlap holds while host counting keeps up
+with the run's token rate (32 x 2,048 tokens per step / seconds per step); shard counting up front
+(`count_tokens`, charged to the budget) costs (train tokens) / (tokens/s) seconds, which at billions of tokens and
+the rates `frontier bench-ngram` reports here does not fit a 1,800 s budget. Counting on the device (sort and
+segment ops) stays possible through `_observe_torch`, at the price of device time and memory every step.
 """
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -164,6 +185,205 @@ def _update_slots(slots: torch.Tensor, rows: torch.Tensor, tok: torch.Tensor, c:
         enter = w_c > counts.gather(1, j[:, None])[:, 0]
         slots.view(-1)[w_rows[enter] * S + j[enter]] = (w_tok[enter] << 32) | w_c[enter]
         rows, score, tok, c = rows[~win], score[~win], tok[~win], c[~win]
+
+
+def _count_group_torch(pairs: torch.Tensor, V: int, g: int, seen_log2: int, seen: torch.Tensor,
+                       ctx_table: torch.Tensor, slots: torch.Tensor) -> None:
+    """Count the (context row * V + next token) `pairs` of table group `g` into its packed contexts and slots, and
+    the pairs first seen into the types (torch: tables off the CPU)."""
+    keys, counts = torch.unique(pairs, return_counts=True)
+    ctx, tok = keys // V, keys % V
+    ctx_table.index_add_(0, ctx, counts)  # totals, in the low half
+    seen_at = _bucket(keys * 2 + g, seen_log2)
+    new = ~seen[seen_at]
+    seen[seen_at] = True
+    ctx_table.index_add_(0, ctx[new], torch.full_like(ctx[new], 1 << 32))  # types, in the high half
+    _update_slots(slots, ctx, tok, counts)
+
+
+# ----------------------------------------------------------------------------- counting in NumPy (tables on the CPU)
+# The same tables as the torch functions above, bit for bit, from one sort per table group: `pairs` sorted once give
+# the distinct pairs (sorted by context row, then token), their counts, each context's segment (for its totals and
+# types), and the order in which a context's new continuations are ranked. NumPy's sort of int64 is a vectorised
+# quicksort, single-threaded (no thread pool to contend for on a shared machine).
+
+
+def _bucket_np(h: np.ndarray, log2: int) -> np.ndarray:
+    """`_bucket` in NumPy (int64 arithmetic wraps alike)."""
+    return ((h * np.int64(HASH_MIX)) >> np.int64(64 - log2)) & np.int64((1 << log2) - 1)
+
+
+def _fingerprint_np(h: np.ndarray, bits: int) -> np.ndarray:
+    """`_fingerprint` in NumPy."""
+    z = h * np.int64(FP_MIX[0])
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * np.int64(FP_MIX[1])
+    z = z ^ ((z >> 31) & ((1 << 33) - 1))
+    fp = z & ((1 << bits) - 1)
+    fp[fp == 0] = 1
+    return fp
+
+
+def _sizes(starts: np.ndarray, n: int) -> np.ndarray:
+    """The lengths of the runs that begin at `starts` in an array of length n."""
+    sizes = np.empty_like(starts)
+    sizes[:-1] = starts[1:] - starts[:-1]
+    sizes[-1:] = n - starts[-1:]
+    return sizes
+
+
+def _starts(sorted_values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of a sorted array starts."""
+    if len(sorted_values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.empty(len(sorted_values), dtype=bool)
+    first[0] = True
+    np.not_equal(sorted_values[1:], sorted_values[:-1], out=first[1:])
+    return np.flatnonzero(first)
+
+
+def _sorted_counts(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct keys, ascending, and how often each occurs (`torch.unique(keys, return_counts=True)`)."""
+    keys = np.sort(keys)
+    starts = _starts(keys)
+    return keys[starts], _sizes(starts, len(keys))
+
+
+def _rank_sorted(rows: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Each item's rank within its row by descending count `c`, ties by position (0 = best), for items sorted by
+    row: `_rank_within(rows, score)` where, as in `_update_slots`, rows come sorted and a row's items have distinct
+    tokens in ascending order (score = c * (max token + 1) - token: by count, ties to the earlier item)."""
+    n = len(rows)
+    rank = np.zeros(n, dtype=np.int64)
+    starts = _starts(rows)
+    sizes = _sizes(starts, n)
+    multi = sizes > 1  # a row with one new continuation ranks it 0: no sorting
+    if not multi.any():
+        return rank
+    sel = np.flatnonzero(np.repeat(multi, sizes))
+    gsize = sizes[multi]
+    m, G = len(sel), len(gsize)
+    gid = np.repeat(np.arange(G, dtype=np.int64), gsize)
+    cs = c[sel]
+    cmax = int(cs.max())
+    pos = np.arange(m, dtype=np.int64)
+    if G * (cmax + 1) * m < 2**62:  # one sort of unique keys: (row, descending count, position)
+        key = (gid * (cmax + 1) + (cmax - cs)) * m + pos
+        key.sort()
+        order = key % m
+    else:
+        order = np.lexsort((pos, -cs, gid))
+    group_start = np.repeat(np.cumsum(gsize) - gsize, gsize)  # in sorted order groups stay where they were
+    within = np.empty(m, dtype=np.int64)
+    within[order] = pos - group_start
+    rank[sel] = within
+    return rank
+
+
+_PACKED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def _packed(flags: np.ndarray) -> np.ndarray | None:
+    """The S bool flags of each row of a C-contiguous (n, S) array as one unsigned integer (byte s: flag s), for S
+    in 1, 2, 4, 8; None otherwise."""
+    dt = _PACKED.get(flags.shape[1])
+    return None if dt is None or not flags.flags.c_contiguous else flags.view(dt)[:, 0]
+
+
+def _tail_masks(S: int, dtype) -> np.ndarray:
+    """Packed flags (`_packed`) with the last k of S set, for k = 0..S."""
+    return np.array([sum(1 << (8 * s) for s in range(S - k, S)) for k in range(S + 1)], dtype=dtype)
+
+
+def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np.ndarray) -> None:
+    """`_update_slots` in NumPy, for distinct (row, token) pairs sorted by row, then token (as `_sorted_counts`
+    gives them): continuations already in a slot add their counts; new ones fill a row's empty slots best first;
+    the next `INSERT_ROUNDS` best of a full row each replace its smallest slot if they beat it, one per round. The
+    rounds are the original's: round r takes the new continuations of rank r among those that found no empty slot
+    (the original re-ranks what is left each round, which is the same ranking, shifted)."""
+    S = slots.shape[1]
+    flat = slots.reshape(-1)
+    st = np.take(slots, rows, axis=0) >> 32  # (n, S): the tokens in each pair's slots
+    match, empty = st == tok[:, None], st < 0
+    j = match.argmax(1)  # the slot holding the token, where one does
+    packed = _packed(empty)  # a row's S flags as one integer, where S is 1, 2, 4 or 8
+    if packed is None:
+        found, n_empty = match.any(1), empty.sum(1)
+    else:
+        found, n_empty = _packed(match) != 0, np.bitwise_count(packed).astype(np.int64)
+    fi = np.flatnonzero(found)
+    if len(fi):
+        flat[rows[fi] * S + j[fi]] += c[fi]  # one slot per (row, token): no duplicates
+    nf = np.flatnonzero(~found)
+    if len(nf) == 0:
+        return
+    rows, tok, c, n_empty = rows[nf], tok[nf], c[nf], n_empty[nf]
+    rank = _rank_sorted(rows, c)
+    fits = rank < n_empty
+    fi = np.flatnonzero(fits)
+    if len(fi):
+        # the (rank + 1)-th empty slot: S - n_empty + rank where a row's empty slots are its last ones (counting
+        # fills slots in order, so they always are), else found column by column
+        slot = S - n_empty[fi] + rank[fi]
+        if packed is None:
+            tail = (empty[nf[fi]] == (np.arange(S) >= (S - n_empty[fi])[:, None])).all(1)
+        else:
+            tail = packed[nf[fi]] == _tail_masks(S, packed.dtype)[n_empty[fi]]
+        odd = np.flatnonzero(~tail)
+        if len(odd):
+            e, want = empty[nf[fi[odd]]], rank[fi[odd]] + 1
+            seen_empty, at = np.zeros(len(odd), dtype=np.int64), np.zeros(len(odd), dtype=np.int64)
+            for s in range(S):
+                seen_empty += e[:, s]
+                at[e[:, s] & (seen_empty == want)] = s
+            slot[odd] = at
+        flat[rows[fi] * S + slot] = (tok[fi] << 32) | c[fi]
+    late = rank - n_empty  # a continuation that found no empty slot tries in round `late`
+    rest = np.flatnonzero(~fits & (late < INSERT_ROUNDS))
+    rows, tok, c, late = rows[rest], tok[rest], c[rest], late[rest]
+    for r in range(INSERT_ROUNDS):
+        w = np.flatnonzero(late == r)
+        if len(w) == 0:
+            break
+        w_rows, w_tok, w_c = rows[w], tok[w], c[w]
+        counts = np.take(slots, w_rows, axis=0) & LOW
+        j = counts.argmin(1)
+        enter = w_c > counts[np.arange(len(w)), j]
+        flat[w_rows[enter] * S + j[enter]] = (w_tok[enter] << 32) | w_c[enter]
+
+
+def _count_group(pairs: np.ndarray, V: int, g: int, seen_log2: int, seen: np.ndarray, ctx_table: np.ndarray,
+                 slots: np.ndarray) -> None:
+    """`_count_group_torch` in NumPy, on NumPy views of the CPU tables (written in place)."""
+    if len(pairs) == 0:
+        return
+    keys, counts = _sorted_counts(pairs)
+    if V & (V - 1) == 0:
+        shift = V.bit_length() - 1
+        ctx, tok = keys >> shift, keys & (V - 1)
+    else:
+        ctx, tok = keys // V, keys % V
+    seen_at = _bucket_np(keys * 2 + g, seen_log2)
+    new = ~seen[seen_at]
+    seen[seen_at] = True
+    starts = _starts(ctx)  # keys sorted: each context's pairs are a segment
+    ctx_table[ctx[starts]] += np.add.reduceat(counts + (new.astype(np.int64) << 32), starts)  # totals | types
+    _update_slots_np(slots, ctx, tok, counts)
+
+
+def _claim_np(owners: np.ndarray, rows: np.ndarray, fps: np.ndarray) -> None:
+    """`_claim` in NumPy: of the fingerprints landing in an empty bucket, the one with the most positions, ties to
+    the smaller fingerprint (the first of its row among the sorted pairs)."""
+    empty = owners[rows] == 0
+    if not empty.any():
+        return
+    pairs, n = _sorted_counts(rows[empty] * (1 << 32) + fps[empty])
+    row, fp = pairs >> 32, pairs & LOW
+    starts = _starts(row)
+    sizes = _sizes(starts, len(row))
+    best = np.repeat(np.maximum.reduceat(n, starts), sizes)
+    cand = np.flatnonzero(n == best)
+    win = cand[_starts(row[cand])]  # the first candidate of each row
+    owners[row[win]] = fp[win].astype(owners.dtype)
 
 
 def _witten_bell(n, t, cnts, known):
@@ -273,31 +493,80 @@ class NGramMix(nn.Module):
     @torch.no_grad()
     def count_into(self, x: torch.Tensor, y: torch.Tensor, fold: int) -> None:
         """Count the pairs of (x, y) into table set `fold`. With check bits, a pair whose context does not own its
-        bucket (after the batch's claims) is not counted at that length."""
-        V = self.V
+        bucket (after the batch's claims) is not counted at that length. Tables on the CPU are counted in NumPy
+        (`_observe_np`), tables elsewhere in torch (`_observe_torch`): the same tables, bit for bit."""
         x, y = x.long(), y.long()
         self._version += 1
-        self.counted[fold] += y.numel()
-        self.uni[fold] += torch.bincount(y.flatten(), minlength=V)
-        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, fold, claim=True)):
-            keep = valid.expand_as(rows)
-            keys, counts = torch.unique(rows[keep] * V + y.expand_as(rows)[keep], return_counts=True)
-            ctx, tok = keys // V, keys % V
-            ctx_table.index_add_(0, ctx, counts)  # totals, in the low half
-            seen_at = _bucket(keys * 2 + g, self.cfg.seen_log2)
-            new = ~self.seen[fold, seen_at]
-            self.seen[fold, seen_at] = True
-            ctx_table.index_add_(0, ctx[new], torch.full_like(ctx[new], 1 << 32))  # types, in the high half
-            _update_slots(slots, ctx, tok, counts)
+        (self._observe_np if self.uni.device.type == "cpu" else self._observe_torch)(x, y, fold)
 
     @torch.no_grad()
-    def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128) -> float:
+    def _observe_torch(self, x: torch.Tensor, y: torch.Tensor, f: int) -> None:
+        """`observe` in torch, on any device: one `torch.unique` per table group, then `_update_slots` (the counting
+        as it was first written; on the CPU, `frontier bench-ngram` times it beside `_observe_np`)."""
+        V = self.V
+        self.counted[f] += y.numel()
+        self.uni[f] += torch.bincount(y.flatten(), minlength=V)
+        for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, f, claim=True)):
+            keep = valid.expand_as(rows)
+            pairs = rows[keep] * V + y.expand_as(rows)[keep]
+            _count_group_torch(pairs, V, g, self.cfg.seen_log2, self.seen[f], ctx_table, slots)
+
+    @torch.no_grad()
+    def _observe_np(self, x: torch.Tensor, y: torch.Tensor, f: int) -> None:
+        """The contexts and slots of `observe` counted in NumPy, on views of the CPU tables: the pairs (context row
+        * V + next token) of every existing context (the positions t >= k - 1 of each length k, cut out without a
+        mask), the claims and refusals of check bits, then `_count_group` per table group."""
+        V, cfg = self.V, self.cfg
+        self.counted[f] += y.numel()
+        self.uni[f] += torch.bincount(y.flatten(), minlength=V)
+        xn, yn = x.numpy(), y.numpy()
+        groups = [((xn * V + yn).ravel(), self.short_ctx[f].numpy(), self.short_slots[f].numpy())]
+        T = x.size(1)
+        lengths = [k for k in range(2, self.K + 1) if k - 1 < T]  # context lengths with a position to count
+        if lengths:
+            hashes = context_hashes(x, self.K)[0].numpy()
+            h = np.concatenate([hashes[k - 2, :, k - 1 :].ravel() for k in lengths])
+            nxt = np.concatenate([yn[:, k - 1 :].ravel() for k in lengths])
+            per_length = [x.size(0) * (T - k + 1) for k in lengths]
+            nb = 1 << cfg.buckets_log2
+            rows = np.repeat(np.array(lengths, dtype=np.int64) - 2, per_length) * nb + _bucket_np(h, cfg.buckets_log2)
+            if cfg.check_bits:
+                fps, owners = _fingerprint_np(h, cfg.check_bits), self.fp[f].view(-1).numpy()
+                _claim_np(owners, rows, fps)
+                own = owners[rows] == fps
+                starts = np.cumsum(per_length) - per_length
+                refused = np.add.reduceat((~own).astype(np.int64), starts)
+                self.dropped[f, : len(lengths)] += torch.from_numpy(refused)
+                rows, nxt = rows[own], nxt[own]
+            groups.append((rows * V + nxt, self.ctx[f].view(-1).numpy(), self.slots[f].view(-1, cfg.slots).numpy()))
+        for g, (pairs, ctx_table, slots) in enumerate(groups):
+            _count_group(pairs, V, g, cfg.seen_log2, self.seen[f].numpy(), ctx_table, slots)
+
+    @torch.no_grad()
+    def count_tokens(self, shards: list[np.ndarray], seq_len: int, windows_per_call: int = 128,
+                     threads: int | None = None) -> float:
         """Count the training shards up front, window by window as the loader cuts them (window i belongs to fold
-        i mod folds); returns seconds taken."""
+        i mod folds); returns seconds taken. Tables on the CPU count each fold on a thread of its own (`threads`
+        at most; default: one per fold, up to the CPU count): folds share no table, and each fold's batches keep
+        their order, so the tables are those of counting the batches one after another. With the whole split's
+        tables (eval_counts "all"), which every batch goes to, counting stays on one thread."""
         t0 = time.perf_counter()
         device = self.uni.device
-        for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call):
-            self.observe(x.to(device), y.to(device), f)
+        n = min(self.F, threads or os.cpu_count() or 1) if device.type == "cpu" else 1
+        if self.ALL is not None:  # every fold's batches also go to the whole split's tables: one thread, in order
+            n = 1
+        if n <= 1:
+            for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call):
+                self.observe(x.to(device), y.to(device), f)
+        else:
+            def count_folds(folds):
+                for fold in folds:
+                    for x, y, f in shard_batches(shards, seq_len, self.F, windows_per_call, fold=fold):
+                        self.observe(x, y, f)
+
+            with ThreadPoolExecutor(n) as pool:
+                for done in [pool.submit(count_folds, range(i, self.F, n)) for i in range(n)]:
+                    done.result()
         return time.perf_counter() - t0
 
     @contextmanager
@@ -453,7 +722,7 @@ class NGramMix(nn.Module):
 
 def _claim(owners: torch.Tensor, rows: torch.Tensor, fps: torch.Tensor) -> None:
     """Empty buckets (owner 0) among `rows` take an owner: of the fingerprints `fps` of the positions landing in
-    one, the one with the most positions, ties to the smaller fingerprint."""
+    one, the one with the most positions, ties to the smaller fingerprint (torch; `_claim_np` on the CPU)."""
     empty = owners[rows] == 0
     if not empty.any():
         return
@@ -463,16 +732,18 @@ def _claim(owners: torch.Tensor, rows: torch.Tensor, fps: torch.Tensor) -> None:
     owners[row[win]] = fp[win].to(owners.dtype)
 
 
-def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_per_call: int = 128):
+def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_per_call: int = 128,
+                  fold: int | None = None):
     """The batches `count_tokens` counts, as (x, y, fold), int64 on the CPU: the training windows as the loader
-    cuts them (window i in fold i mod folds), shard by shard and fold by fold, `windows_per_call` at a time."""
-    windows = training_windows(shards, seq_len)
+    cuts them (window i in fold i mod folds), shard by shard and fold by fold, `windows_per_call` at a time
+    (`fold`: that fold's batches only, in the same order)."""
+    windows, only = training_windows(shards, seq_len), fold
     fold_of = window_folds(len(windows), folds)
     for s, shard in enumerate(shards):
         in_shard = windows[:, 0] == s
-        starts, fold = windows[in_shard, 1], fold_of[in_shard]
-        for f in range(folds):
-            mine = starts[fold == f]
+        starts, fold_in = windows[in_shard, 1], fold_of[in_shard]
+        for f in range(folds) if only is None else [only]:
+            mine = starts[fold_in == f]
             for i in range(0, len(mine), windows_per_call):
                 rows = np.stack([shard[o : o + seq_len + 1] for o in mine[i : i + windows_per_call]])
                 rows = torch.from_numpy(rows.astype(np.int64))
