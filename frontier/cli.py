@@ -233,13 +233,12 @@ def cmd_kernels(a) -> int:
     from .kernels import status
 
     if a.roofline:
-        from .bench import default_record_dir, new_record_path, write_bench_record
-        from .kernels.roofline import format_roofline, roofline
+        from .bench import default_record_dir, write_bench_record
+        from .kernels.roofline import format_roofline, record_path, roofline
 
+        path = record_path(a.out or default_record_dir(a.roofline), a.roofline, a.layers, a.width)
         result = roofline(a.roofline, n_layer=a.layers, n_embd=a.width)
         result["command"] = ["frontier", *a.argv]
-        shape = f"{result['shapes']['n_layer']}x{result['shapes']['n_embd']}"
-        path = new_record_path(a.out or default_record_dir(a.roofline), "roofline", [a.roofline, shape])
         print(format_roofline(result))
         print(f"roofline record: {write_bench_record(result, path)}")
         return 0
@@ -362,6 +361,12 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
+
+
+def _record_out(s) -> None:
+    """The --out of the bench commands."""
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -495,8 +500,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
                                                        "(N > 1 under torchrun, data-parallel), one after another, "
                                                        "rows side by side (default: this process)")
-    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
-                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    _record_out(s)
     s.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("bench-table", help="time the bigram table's update: dense, sparse, torch SparseAdam",
@@ -507,8 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
     s.add_argument("--steps", type=_positive_int, default=5)
     s.add_argument("--repeats", type=_positive_int, default=3)
-    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
-                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    _record_out(s)
     s.set_defaults(func=cmd_bench_table)
 
     s = sub.add_parser("bench-ngram", help="time the n-gram tables' counting: NumPy against the original torch",
@@ -524,8 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="windows per observe call, as count_tokens cuts them (default 128)")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
     s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
-    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
-                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    _record_out(s)
     s.set_defaults(func=cmd_bench_ngram)
 
     s = sub.add_parser("bench-head", help="time and measure the fused head + cross-entropy against plain PyTorch",
@@ -538,8 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--steps", type=_positive_int, default=1, help="forward + backward calls per round (default 1)")
     s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
-    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
-                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    _record_out(s)
     s.set_defaults(func=cmd_bench_head)
 
     s = sub.add_parser("recipes", help="list the recipes")

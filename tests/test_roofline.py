@@ -115,3 +115,7 @@ def test_roofline_record_is_found_again_and_the_cli_writes_one(tmp_path, capsys)
     found = rf.find_record(tmp_path, "smoke", n_layer=3)
     assert found is not None and found["command"][:3] == ["frontier", "kernels", "--roofline"]
     assert json.loads(open(found["path"]).read())["code"]["git_sha"]
+    taken = tmp_path / "taken.json"
+    taken.write_text("{}")  # a record is never overwritten, and the refusal comes before the computing
+    assert main(["kernels", "--roofline", "smoke", "--out", str(taken)]) == 2
+    assert "already exists" in capsys.readouterr().err and taken.read_text() == "{}"

@@ -391,8 +391,8 @@ def summarise(units: list[Unit], peaks: Peaks = PEAKS, matmul_peak: str = "fp32"
     return list(rows.values())
 
 
-def _step_seconds(units, peaks, matmul_peak) -> tuple[float, float]:
-    rows = summarise(units, peaks, matmul_peak)
+def _step_seconds(rows: list[dict]) -> tuple[float, float]:
+    """The step's predicted seconds, reference and kernel: the sum of `summarise`'s rows."""
     return sum(r["ref_s"] for r in rows), sum(r["kernel_s"] for r in rows)
 
 
@@ -423,8 +423,8 @@ def roofline(profile: str, recipe: str = "baseline", n_layer: int | None = None,
            "predictions": {}}
     for p in PEAKS.tensor_flops:
         rows = summarise(units, PEAKS, p)
-        ref_s, ker_s = _step_seconds(units, PEAKS, p)
-        ref_deep, ker_deep = _step_seconds(deeper, PEAKS, p)
+        ref_s, ker_s = _step_seconds(rows)
+        ref_deep, ker_deep = _step_seconds(summarise(deeper, PEAKS, p))
         layer_ref, layer_ker = ref_deep - ref_s, ker_deep - ker_s
         fixed_ker = ker_s - m.n_layer * layer_ker
         chip = PEAKS.cores_per_chip
@@ -478,17 +478,27 @@ def find_record(folder, profile: str, n_layer: int | None = None, n_embd: int | 
     return None
 
 
+def record_path(folder, profile: str, n_layer: int | None = None, n_embd: int | None = None):
+    """Where a new roofline record for these shapes goes in `folder` (`roofline-PROFILE+LxD-TIME.json`), found
+    before the minutes of computing it, so that a path that cannot be written is refused first."""
+    from ..bench import new_record_path
+    from ..profiles import get_profile
+
+    p = get_profile(profile)
+    return new_record_path(folder, "roofline", [profile, f"{n_layer or p.n_layer}x{n_embd or p.n_embd}"])
+
+
 def roofline_record(profile: str, folder, n_layer: int | None = None, n_embd: int | None = None,
                     log=print) -> dict:
     """The newest roofline record for these shapes in `folder`, or a new one computed and written there (minutes at
     the trn2 shapes: the interpreter runs every kernel once)."""
-    from ..bench import new_record_path, write_bench_record
+    from ..bench import write_bench_record
 
     rec = find_record(folder, profile, n_layer, n_embd)
     if rec is not None:
         return rec
+    path = record_path(folder, profile, n_layer, n_embd)
     result = roofline(profile, n_layer=n_layer, n_embd=n_embd, log=log)
     result["command"] = [f"frontier.kernels.roofline.roofline_record({profile!r}, n_layer={n_layer}, n_embd={n_embd})"]
-    shape = f"{result['shapes']['n_layer']}x{result['shapes']['n_embd']}"
-    write_bench_record(result, new_record_path(folder, "roofline", [profile, shape]))
+    write_bench_record(result, path)
     return result
