@@ -12,8 +12,8 @@ from frontier.devices import select_device
 from frontier.ngram import LOW, NGramMix, _bucket, context_hashes, unpack_slots
 from frontier.recipes import resolve
 from frontier.trainer import build_model, train
+from ngram_text import V, text
 
-V = 12
 
 
 def _counted(tokens, **cfg):
@@ -25,12 +25,7 @@ def _counted(tokens, **cfg):
 
 
 def _text(n=400, seed=0):
-    rng = np.random.default_rng(seed)
-    base = [1, 2, 3, 4, 5, 2, 3, 6, 7, 1, 2, 3, 4, 8]
-    out = []
-    while len(out) < n:
-        out += base if rng.random() < 0.7 else list(rng.integers(0, V, size=5))
-    return out[:n]
+    return text(n, seed, repeat=0.7)
 
 
 def test_counts_match_brute_force():

@@ -15,15 +15,8 @@ from frontier.errors import UserError
 from frontier.ngram import NGramMix, NGramOnly, _bucket, context_hashes, false_hit_rate, shard_batches
 from frontier.recipes import resolve
 from frontier.trainer import build_model, evaluate_run, train
+from ngram_text import V, only_length, text
 
-V = 12
-
-
-def _only(m, k):
-    """Context length k alone in the mixture (pi one-hot)."""
-    with torch.no_grad():
-        m.mix_logits.fill_(-1e4)
-        m.mix_logits[k] = 0
 
 
 def _collision(counted):
@@ -47,9 +40,9 @@ def test_a_context_never_counted_gets_no_counts(check_bits):
     m.observe(t[:, :-1], t[:, 1:])
     x = torch.tensor([_collision(counted)])
     known = bool(m.known(x, 0)[0, 0, 1])
-    _only(m, 2)
+    only_length(m, 2)
     p2 = m.distribution(x)[0, 1]
-    _only(m, 1)
+    only_length(m, 1)
     p1 = m.distribution(x)[0, 1]
     if check_bits:  # unseen: length 2 backs off entirely to length 1
         assert not known and torch.allclose(p2, p1, atol=1e-7)
@@ -59,12 +52,7 @@ def test_a_context_never_counted_gets_no_counts(check_bits):
 
 
 def _text(n, seed):
-    rng = np.random.default_rng(seed)
-    base = [1, 2, 3, 4, 5, 2, 3, 6, 7, 1, 2, 3, 4, 8]
-    out = []
-    while len(out) < n:
-        out += base if rng.random() < 0.6 else list(rng.integers(0, V, size=5))
-    return out[:n]
+    return text(n, seed, repeat=0.6)
 
 
 def test_distributions_sum_to_one_with_check_bits():

@@ -3,7 +3,6 @@ formula, an improper distribution, a stale discount or a changed config hash wou
 
 import dataclasses
 
-import numpy as np
 import pytest
 import torch
 
@@ -11,23 +10,12 @@ from frontier.config import NGRAM_SMOOTHINGS, NGramConfig, RunConfig, stable_has
 from frontier.errors import UserError
 from frontier.ngram import NGramMix
 from frontier.recipes import resolve
+from ngram_text import V, only_length, text
 
-V = 12
 
 
 def _text(n, seed):
-    rng = np.random.default_rng(seed)
-    base = [1, 2, 3, 4, 5, 2, 3, 6, 7, 1, 2, 3, 4, 8]
-    out = []
-    while len(out) < n:
-        out += base if rng.random() < 0.6 else list(rng.integers(0, V, size=5))
-    return out[:n]
-
-
-def _only(m, k):
-    with torch.no_grad():
-        m.mix_logits.fill_(-1e4)
-        m.mix_logits[k] = 0
+    return text(n, seed, repeat=0.6)
 
 
 def _two_folds(smoothing, check_bits, slots=2):
@@ -50,7 +38,7 @@ def test_every_smoothing_sums_to_one_over_the_vocabulary(smoothing, check_bits):
         p = m.distribution(x, fold)
         assert torch.allclose(p.sum(-1), torch.ones(2, 65), atol=1e-5) and (p > 0).all(), fold
     for k in range(6):  # each context length alone
-        _only(m, k)
+        only_length(m, k)
         for fold in (None, 0):
             p = m.distribution(x, fold)
             assert torch.allclose(p.sum(-1), torch.ones(2, 65), atol=1e-5) and (p > 0).all(), (k, fold)
@@ -118,7 +106,7 @@ def test_a_hand_counted_example_gives_the_formulas_probabilities(smoothing):
         assert torch.allclose(m.discounts(0), torch.tensor(d, dtype=torch.float32), atol=1e-6)
     x = torch.tensor([[3, 2]])
     for k, want in enumerate([P0, p1, p2]):
-        _only(m, k)
+        only_length(m, k)
         got = m.distribution(x)[0, 1].double()
         assert torch.allclose(got, want, atol=1e-6), (k, got, want)
         assert abs(float(want.sum()) - 1) < 1e-12  # the hand formula is itself a distribution
