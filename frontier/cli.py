@@ -77,6 +77,24 @@ def _ema_override(a, recipe):
     return dataclasses.replace(recipe.features.ema, **given)
 
 
+def _ngram_override(a) -> dict | None:
+    """The --ngram FIELD=VALUE flags as NGramConfig field changes (numbers read as numbers); None without any."""
+    if not a.ngram:
+        return None
+    out = {}
+    for item in a.ngram:
+        field, eq, value = item.partition("=")
+        if not eq or not field:
+            raise UserError(f"--ngram {item!r} is not FIELD=VALUE", "pass e.g. --ngram slots_short=256")
+        for kind in (int, float):
+            try:
+                out[field] = kind(value)
+                break
+            except ValueError:
+                out[field] = value
+    return out
+
+
 def cmd_train(a) -> int:
     """One process, or data parallelism: with N > 1 processes (--nproc, the profile's `nproc`, or a resumed run's
     `world_size`) this process launches torchrun and waits (`frontier.distributed.launch`); under torchrun each
@@ -94,6 +112,9 @@ def cmd_train(a) -> int:
     if a.resume and any(getattr(a, flag) is not None for flag in EMA_FLAGS):
         raise UserError("--ema-* flags cannot change a run being resumed", "drop them: --resume continues the run's "
                         "own config")
+    if a.resume and a.ngram:
+        raise UserError("--ngram cannot change a run being resumed", "drop it: --resume continues the run's own "
+                        "config")
     if a.resume:
         from .config import RunConfig
         from .records import load_record
@@ -106,11 +127,12 @@ def cmd_train(a) -> int:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
-        ema = _ema_override(a, recipe)
+        ema, ngram = _ema_override(a, recipe), _ngram_override(a)
         data, vocab_size, nproc = a.data, profile.vocab_size, a.nproc or profile.nproc
 
     def config(dataset, kernels):
-        return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels)
+        return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
+                       ngram=ngram)
 
     def default_run_dir(cfg) -> Path:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -136,6 +158,10 @@ def cmd_train(a) -> int:
             from .experiments import ema_label
 
             label = ema_label(ema)
+        if ngram is not None:
+            from .experiments import ngram_label
+
+            label = ngram_label(label or recipe.name, ngram)
         # the model takes the data's vocabulary
         from .kernels import default_for
 
@@ -316,6 +342,18 @@ def cmd_bench_head(a) -> int:
     return 0
 
 
+def cmd_ngram_orders(a) -> int:
+    from .bench import cli_command, default_record_dir
+    from .ngram_orders import format_order_curve, run_order_curve
+
+    command = cli_command("ngram-orders", [], {"--profile": a.profile, "--recipe": a.recipe, "--data": a.data})
+    result = run_order_curve(a.profile, a.recipe, data=a.data, out=a.out or default_record_dir(a.profile),
+                             command=command)
+    print(format_order_curve(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_bench_ngram(a) -> int:
     from .bench import cli_command, default_record_dir
     from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
@@ -426,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "logical NeuronCore of a Trn2 chip; with --resume: the run's)")
     d.add_argument("--dist-timeout", type=_positive_float, metavar="SECONDS",
                    help="how long a collective waits for a rank before the job fails (default 120)")
+    s.add_argument("--ngram", action="append", metavar="FIELD=VALUE",
+                   help="change a field of the recipe's n-gram model (frontier.config.NGramConfig), e.g. "
+                        "--ngram slots_short=256 (repeatable; recorded in the run's config)")
     e = s.add_argument_group("weight average (EMA)", "change the EMA of a recipe that has one (ema); any other recipe "
                              "refuses these. They are recorded in the config (and its hash); the run is labelled "
                              "like ema-start0.6-hl0.05. The half-life and start are shares of the run (charged "
@@ -529,6 +570,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
     _record_out(s)
     s.set_defaults(func=cmd_bench_ngram)
+
+    s = sub.add_parser("ngram-orders", help="the n-gram model alone against its longest context, per kind of table",
+                       description="Count the train shards into tables with and without check bits, from half or "
+                                   "all of the text, for each smoothing, and score the validation split by the "
+                                   "longest context alone at every length (frontier.ngram_orders).")
+    s.add_argument("--profile", default="cpu", help="whose corpus, sequence length and table sizes (default cpu)")
+    s.add_argument("--recipe", default="ngram-only", help="whose n-gram config (default ngram-only)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+    _record_out(s)
+    s.set_defaults(func=cmd_ngram_orders)
 
     s = sub.add_parser("bench-head", help="time and measure the fused head + cross-entropy against plain PyTorch",
                        description="The fused head + softcap + cross-entropy op (chunked, logits never whole) against "

@@ -31,6 +31,7 @@ class BigramConfig:
 # discounting with one discount per context length, and with three (D1, D2, D3+: modified Kneser-Ney's discounts,
 # without its continuation-count lower orders, which the tables do not keep).
 NGRAM_SMOOTHINGS = ("witten-bell", "absolute", "absolute-modified")
+NGRAM_MIXERS = ("global", "counts")
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,21 @@ class NGramConfig:
     eval_counts: str = "folds"  # evaluation reads: "folds", the average of the folds' distributions (each counted
     # from its share of the text); "all", tables counted from every training window (counted beside the folds')
     smoothing: str = "witten-bell"  # how each context length backs off to the next shorter one (`NGRAM_SMOOTHINGS`)
+    mixer: str = "global"  # the weights over context lengths and the bias scale: "global", one learned set; "counts",
+    # per position from the contexts' counts (`NGRAM_MIXERS`, `frontier.ngram`)
 
     def __post_init__(self):
         if self.smoothing not in NGRAM_SMOOTHINGS:
             raise UserError(f"unknown n-gram smoothing {self.smoothing!r}",
                             f"choose one of {', '.join(NGRAM_SMOOTHINGS)} (see frontier.ngram)")
+        for name in ("max_order", "buckets_log2", "slots", "slots_short", "folds", "seen_log2"):
+            v = getattr(self, name)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise UserError(f"n-gram {name} {v!r} is not a positive whole number",
+                                f"pass a whole number >= 1 for {name} (see frontier.config.NGramConfig)")
+        if self.mixer not in NGRAM_MIXERS:
+            raise UserError(f"unknown n-gram mixer {self.mixer!r}",
+                            f"choose one of {', '.join(NGRAM_MIXERS)} (see frontier.ngram)")
         if not (isinstance(self.check_bits, int) and 0 <= self.check_bits <= 31):
             raise UserError(f"n-gram check_bits {self.check_bits!r} is out of range",
                             "pass a whole number of fingerprint bits in [0, 31] (0: no check bits)")
@@ -192,7 +203,8 @@ class RunConfig:
 
 # Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
 LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
-                "model.ngram": {"check_bits": 0, "eval_counts": "folds", "smoothing": "witten-bell"}}
+                "model.ngram": {"check_bits": 0, "eval_counts": "folds", "smoothing": "witten-bell",
+                                "mixer": "global"}}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:

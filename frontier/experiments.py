@@ -54,6 +54,11 @@ def ema_label(ema: EMAConfig) -> str:
             + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
 
 
+def ngram_label(recipe: str, ngram: dict) -> str:
+    """A folder label for an n-gram setting of a sweep: `ngram-only-max_order4-slots8`."""
+    return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
+
+
 def profile_with(profile: str | Profile, **sizes) -> Profile:
     """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
     p = get_profile(profile) if isinstance(profile, str) else profile
@@ -106,6 +111,7 @@ def run(
     label: str | None = None,
     sizes: dict | None = None,
     ema: EMAConfig | None = None,
+    ngram: dict | None = None,
     data: str | Path | Dataset | None = None,
     device: str = "auto",
     reuse: bool = True,
@@ -114,12 +120,13 @@ def run(
 ) -> dict:
     """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
     run record. A reused record carries `replay` (the check's result, see `frontier.replay`); a new one does not.
-    `sizes` changes profile fields, `ema` the recipe's EMA settings (`frontier.recipes.resolve`); give a variant
-    a `label` (`size_label`, `ema_label`) so that it gets folders of its own.
+    `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model
+    (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`, `ngram_label`) so that it
+    gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again."""
     prof = profile_with(profile, **(sizes or {}))
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram)
     if isinstance(data, Dataset):
         dataset = data
     else:
@@ -146,7 +153,8 @@ def run(
     rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False, label=label,
                 command=[f"frontier.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
-                         + (f", ema={ema!r})" if ema is not None else ")")])
+                         + (f", ema={ema!r}" if ema is not None else "")
+                         + (f", ngram={ngram!r})" if ngram else ")")])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

@@ -35,6 +35,11 @@ The unigram (length 0) is add-one smoothed under every method.
 The mixture: P_mix = sum_k pi_k P_k over context lengths 0..K, pi = softmax of K+1 learned logits. Unrolled,
     P_mix = coef_0 * P_0 + sum_{k>=1} coef_k * s_k,   coef_K = pi_K,  coef_k = pi_k + a_{k+1} coef_{k+1},
 one position-independent dense vector (the unigram) times a per-position scalar, plus a few scattered entries.
+With `mixer="counts"` the weights depend on the context: per position, pi = softmax(mix_logits + W f + b) and
+scale = scale + (W f + b)_last, f the position's count features per context length 1..K (`count_features`:
+whether the context is known, log(1 + N)/8 and T/(N + T)), W and b one small linear layer (3K inputs, K + 2
+outputs) that starts at zero, so the mixing starts as the global one. It reads the tables only, never the
+network, so `ngram-only` can use it and the bias still depends on the tokens alone.
 
 The bias, from the tokens up to and including position t and from the tables only, over the whole vocabulary,
 added to the network's logits before the one softmax:
@@ -408,6 +413,17 @@ def _discounted(n, cnts, known, d):
     return escape, share
 
 
+COUNT_FEATURES = 3  # per context length, what the "counts" mixer reads of a position's context
+
+
+def count_features(n: torch.Tensor, t: torch.Tensor, known: torch.Tensor) -> torch.Tensor:
+    """What the "counts" mixer reads of contexts with totals n and type counts t (any shape S): (S, 3), whether
+    the context is known, log(1 + N) / 8, and T / (N + T), the Witten-Bell escape (how often it saw something new);
+    zeros where it is not known."""
+    k = known.float()
+    return torch.stack([k, k * torch.log1p(n) / 8, k * t / (n + t).clamp_min(1)], -1)
+
+
 def count_discounts(slot_counts: torch.Tensor, modified: bool) -> torch.Tensor:
     """(D1, D2, D3+) from the counts of a set of slots (any shape; 0: empty): n_r slots with count r; absolute
     discounting uses one D = n1/(n1 + 2 n2) for all three, modified D_r = r - (r + 1) Y n_{r+1}/n_r; each
@@ -444,6 +460,11 @@ class NGramMix(nn.Module):
         self._version, self._discounts = 0, {}  # the tables' version (bumped whenever they change); discounts by fold
         self.mix_logits = nn.Parameter(torch.zeros(cfg.max_order + 1))  # pi over context lengths 0..K
         self.scale = nn.Parameter(torch.tensor(1.0))
+        self.mix_head = None
+        if cfg.mixer == "counts":  # offsets of the K+1 mixture logits and of the scale, per position, from its counts
+            self.mix_head = nn.Linear(COUNT_FEATURES * cfg.max_order, cfg.max_order + 2)
+            nn.init.zeros_(self.mix_head.weight)  # it starts as the global mixture
+            nn.init.zeros_(self.mix_head.bias)
 
     def tables_for(self, batch_fold: int) -> int:
         """The tables a training batch of `batch_fold` reads: never its own fold's (with one fold: in-sample)."""
@@ -616,11 +637,11 @@ class NGramMix(nn.Module):
 
     def entries(self, x: torch.Tensor, f: int):
         """P_mix from the tables of fold f, for every position of x, as (P_0 (V,), coef_0 (B, T), tokens
-        (B, T, E), values (B, T, E)): P_mix(w) = coef_0 * P_0(w) + the values of the entries whose token is w."""
+        (B, T, E), values (B, T, E), scale (0-d, or (B, T) with the "counts" mixer)): P_mix(w) = coef_0 * P_0(w)
+        + the values of the entries whose token is w; `scale` is the bias's."""
         x = x.long()
         B, T = x.shape
-        pi = self.mixture()
-        escapes, shares, toks = [], [], []
+        escapes, shares, toks, feats = [], [], [], []
         d = self.discounts(f)
         for g, (rows, valid, slots, ctx_table) in enumerate(self._groups(x, f)):
             ctx = ctx_table[rows]  # (L, B, T)
@@ -634,24 +655,37 @@ class NGramMix(nn.Module):
             escapes.extend(a.unbind(0))
             shares.extend(s.unbind(0))
             toks.extend(tok.clamp_min(0).unbind(0))
+            if self.mix_head is not None:
+                feats.extend(count_features(n, t, valid & (n > 0)).unbind(0))
+        pi, scale = self.mixture(), self.scale
+        if self.mix_head is not None:  # per position: the global logits and scale plus the head's offsets
+            offsets = self.mix_head(torch.cat(feats, -1))  # (B, T, K + 2)
+            pi = torch.softmax(self.mix_logits + offsets[..., :-1], -1).movedim(-1, 0)  # (K + 1, B, T)
+            scale = self.scale + offsets[..., -1]
         coef = [None] * (self.K + 1)  # coef_k = pi_k + a_{k+1} coef_{k+1}; escapes[k-1] is a_k
         coef[self.K] = pi[self.K].expand(B, T)
         for k in range(self.K - 1, -1, -1):
             coef[k] = pi[k] + escapes[k] * coef[k + 1]
         values = torch.cat([coef[k + 1][..., None] * shares[k] for k in range(self.K)], -1)
-        return self.unigram(f), coef[0], torch.cat(toks, -1), values
+        return self.unigram(f), coef[0], torch.cat(toks, -1), values, scale
 
     def floor_and_distribution(self, x: torch.Tensor, batch_fold: int | None = None):
         """(floor, P_mix), dense (B, T, V): P_mix(next token | context) and its floor coef_0 * P_0 (the mass that
         backed off all the way to the unigram), as a training batch of `batch_fold` sees them, or (None) as
         evaluation does, averaged over the folds' tables."""
+        return self._dense(x, batch_fold)[:2]
+
+    def _dense(self, x: torch.Tensor, batch_fold: int | None = None):
+        """(floor, P_mix, scale): `floor_and_distribution` and the bias scale (averaged over the folds' tables as
+        the distributions are; (B, T, 1) with the "counts" mixer)."""
         folds = self.eval_tables() if batch_fold is None else [self.tables_for(batch_fold)]
-        floor = total = 0
+        floor = total = scale = 0
         for f in folds:
-            p0, c0, toks, values = self.entries(x, f)
+            p0, c0, toks, values, s = self.entries(x, f)
             fl = c0[..., None] * p0
             floor, total = floor + fl, total + fl.scatter_add(-1, toks, values)
-        return floor / len(folds), total / len(folds)
+            scale = scale + (s[..., None] if s.dim() else s)
+        return floor / len(folds), total / len(folds), scale / len(folds)
 
     def distribution(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
         """P_mix(next token | context), dense (B, T, V); rows sum to 1."""
@@ -660,8 +694,8 @@ class NGramMix(nn.Module):
     # ------------------------------------------------------------------ the bias
     def bias(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
         """(1 - scale) * log floor + scale * log P_mix, dense (B, T, V)."""
-        floor, p = self.floor_and_distribution(x, batch_fold)
-        return (1 - self.scale) * torch.log(floor) + self.scale * torch.log(p)
+        floor, p, scale = self._dense(x, batch_fold)
+        return (1 - scale) * torch.log(floor) + scale * torch.log(p)
 
     @torch.compiler.disable
     def bias_parts(self, x: torch.Tensor, batch_fold: int):
@@ -669,7 +703,7 @@ class NGramMix(nn.Module):
         the corrections scattered at their tokens equals `bias` up to a per-position constant (log coef_0, which
         the softmax cancels). Always eager (one graph break in a compiled model): its integer hashing must match
         the eager counting bit for bit."""
-        p0, c0, toks, values = self.entries(x, self.tables_for(batch_fold))
+        p0, c0, toks, values, scale = self.entries(x, self.tables_for(batch_fold))
         key = toks.to(torch.int16 if self.V <= 32767 else torch.int32)  # a narrow key sorts faster
         _, order = key.sort(-1)  # entries for the same token become neighbours ...
         toks, values = toks.gather(-1, order), values.gather(-1, order)
@@ -682,7 +716,8 @@ class NGramMix(nn.Module):
         start = torch.where(first, torch.arange(E, device=x.device), 0).cummax(-1).values
         run_sum = total - (total - values).gather(-1, start)  # ... summed within each run; complete at its end
         gain = torch.log1p(run_sum / (c0[..., None] * p0[toks]))  # log(P_mix / floor) at the token
-        corrections = torch.where(last, self.scale * gain, torch.zeros_like(gain))
+        scale = scale[..., None] if scale.dim() else scale
+        corrections = torch.where(last, scale * gain, torch.zeros_like(gain))
         return torch.log(p0), toks, corrections
 
     def add_to(self, logits: torch.Tensor, x: torch.Tensor, batch_fold: int | None = None, parts=None) -> torch.Tensor:
@@ -711,6 +746,8 @@ class NGramMix(nn.Module):
             "contexts_in_use": [int(((self.short_ctx & LOW) > 0).sum())]
             + [int(((self.ctx[:, h] & LOW) > 0).sum()) for h in range(self.K - 1)],
         }
+        if self.mix_head is not None:
+            out["mixer"] = self.cfg.mixer  # `mixture` and `scale` above are then the global parts of the mixing
         if self.cfg.check_bits:
             out["check_bits"] = self.cfg.check_bits
             out["fingerprint_dropped"] = self.dropped.sum(0).tolist()

@@ -43,6 +43,9 @@ class Features:
     ngram_check_bits: int = 0  # fingerprint bits per hashed n-gram context (0: none; `NGramConfig.check_bits`)
     ngram_eval_counts: str = "folds"  # what evaluation reads: the folds' average, or "all" (`NGramConfig.eval_counts`)
     ngram_smoothing: str = "witten-bell"  # `NGramConfig.smoothing`
+    ngram_slots: int = 4  # `NGramConfig.slots`: continuations per hashed context
+    ngram_slots_short: int = 32  # `NGramConfig.slots_short`: continuations per token (the vocabulary: a dense table)
+    ngram_mixer: str = "global"  # `NGramConfig.mixer`
     ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones
 
 
@@ -100,14 +103,17 @@ def get_recipe(name: str) -> Recipe:
 
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
-            vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference") -> RunConfig:
+            vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference",
+            ngram: dict | None = None) -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
     prepared at it). A profile with `fixed_vocab` (trn2) refuses any other size with a one-line `UserError`.
     `ema` replaces the recipe's EMA settings (None: the recipe's own); a recipe without an EMA refuses it with a
     one-line `UserError`. `kernels` chooses the implementation of the fused ops (`frontier.kernels`; the command
-    line's default is `nki` on a Neuron device, `reference` elsewhere).
+    line's default is `nki` on a Neuron device, `reference` elsewhere). `ngram` changes fields of the recipe's
+    `NGramConfig` (a sweep: `{"slots_short": 256}`); a recipe without an n-gram model, or a field it does not
+    have, is a one-line `UserError`.
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = get_profile(profile) if isinstance(profile, str) else profile
@@ -116,6 +122,10 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         with_ema = ", ".join(n for n, x in RECIPES.items() if x.features.ema is not None)
         raise UserError(f"recipe {r.name!r} has no EMA of the weights to set",
                         f"EMA settings (ema=, --ema-*) change the EMA of a recipe that has one: use {with_ema}")
+    if ngram and not f.ngram:
+        raise UserError(f"recipe {r.name!r} has no n-gram model to set",
+                        f"n-gram settings change the n-gram model of a recipe that has one: use "
+                        f"{', '.join(n for n, x in RECIPES.items() if x.features.ngram)}")
     if vocab_size is None:
         vocab_size = p.vocab_size
     elif p.fixed_vocab and vocab_size != p.vocab_size:
@@ -137,11 +147,18 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         ngram=(
             NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting,
                         folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
-                        smoothing=f.ngram_smoothing)
+                        smoothing=f.ngram_smoothing, slots=f.ngram_slots, slots_short=f.ngram_slots_short,
+                        mixer=f.ngram_mixer)
             if f.ngram
             else None
         ),
     )
+    if ngram:
+        known = {fl.name for fl in dataclasses.fields(NGramConfig)}
+        if set(ngram) - known:
+            raise UserError(f"the n-gram model has no setting {', '.join(sorted(set(ngram) - known))}",
+                            f"choose among {', '.join(sorted(known))}")
+        model = dataclasses.replace(model, ngram=dataclasses.replace(model.ngram, **ngram))
     train = TrainConfig(
         seq_len=p.seq_len,
         batch_size=p.batch_size,

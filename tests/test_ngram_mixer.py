@@ -1,0 +1,101 @@
+"""The context-dependent n-gram mixing (`NGramConfig.mixer="counts"`). Each test can fail: a mixing that ignored
+the context, an improper distribution, a sparse training bias that disagreed with the dense formula, a head that
+did not start as the global mixing or that no gradient reached, or a changed config hash would break one."""
+
+import dataclasses
+
+import pytest
+import torch
+
+from frontier.config import NGramConfig, RunConfig
+from frontier.errors import UserError
+from frontier.ngram import COUNT_FEATURES, NGramMix
+from frontier.recipes import resolve
+from ngram_text import V, text
+
+
+def _mix(mixer="counts", smoothing="witten-bell", seed=0):
+    torch.manual_seed(seed)
+    m = NGramMix(NGramConfig(max_order=5, buckets_log2=6, seen_log2=14, slots=2, slots_short=3, folds=2,
+                             smoothing=smoothing, check_bits=31, mixer=mixer), V)
+    for f, s in [(0, 0), (1, 1)]:
+        t = torch.tensor(text(1200, s, repeat=0.6)).view(4, -1)
+        m.observe(t[:, :-1], t[:, 1:], f)
+    return m
+
+
+def _randomise(m):
+    with torch.no_grad():
+        m.mix_logits.copy_(torch.randn(6))
+        m.mix_head.weight.copy_(torch.randn_like(m.mix_head.weight))
+        m.mix_head.bias.copy_(torch.randn_like(m.mix_head.bias) * 0.3)
+
+
+def _x():
+    return torch.tensor(text(130, 7, repeat=0.6)).view(2, -1)
+
+
+def test_the_head_reads_three_features_per_context_length():
+    m = _mix()
+    assert m.mix_head.in_features == COUNT_FEATURES * 5 and m.mix_head.out_features == 5 + 2
+
+
+@pytest.mark.parametrize("smoothing", ["witten-bell", "absolute-modified"])
+def test_mixing_by_counts_is_a_distribution_and_depends_on_the_context(smoothing):
+    m = _mix(smoothing=smoothing)
+    _randomise(m)
+    x = _x()
+    for fold in (None, 0, 1):
+        p = m.distribution(x, fold)
+        assert torch.allclose(p.sum(-1), torch.ones(2, 65), atol=1e-5) and (p > 0).all(), fold
+    _, c0, _, _, scale = m.entries(x, 0)
+    assert scale.shape == (2, 65) and scale.std() > 0.01  # a scale per position, not one
+    assert c0.std() > 0.01  # the unigram's share differs between positions
+
+
+def test_a_zero_head_is_the_global_mixing():
+    counts, glob = _mix("counts"), _mix("global")
+    with torch.no_grad():
+        w = torch.randn(6)
+        counts.mix_logits.copy_(w), glob.mix_logits.copy_(w)
+        counts.scale.fill_(0.6), glob.scale.fill_(0.6)
+    x = _x()
+    for fold in (None, 0):
+        assert torch.allclose(counts.bias(x, fold), glob.bias(x, fold), atol=1e-6), fold
+        for a, b in zip(counts.bias_parts(x, 0), glob.bias_parts(x, 0)):
+            assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_the_sparse_training_bias_matches_the_dense_formula_with_a_scale_per_position():
+    m = _mix()
+    _randomise(m)
+    x = _x()
+    z = torch.randn(2, 65, V) * 3
+    floor, p = m.floor_and_distribution(x, 1)
+    s = m.entries(x, m.tables_for(1))[4][..., None]
+    exact = torch.softmax(z + (1 - s) * torch.log(floor) + s * torch.log(p), -1)
+    assert torch.allclose(torch.softmax(m.add_to(z, x, 1), -1), exact, atol=1e-5)
+    assert torch.allclose(torch.softmax(m.add_to(z, x, 1), -1), torch.softmax(z + m.bias(x, 1), -1), atol=1e-5)
+
+
+def test_gradients_reach_the_head():
+    m = _mix()
+    x = _x()
+    y = torch.tensor(text(131, 7, repeat=0.6))[1:].view(2, -1)
+    loss = torch.nn.functional.cross_entropy(m.add_to(torch.zeros(2, 65, V), x, 0).view(-1, V), y.reshape(-1))
+    loss.backward()
+    assert m.mix_head.weight.grad.abs().sum() > 0 and m.mix_head.bias.grad.abs().sum() > 0
+    assert m.scale.grad.abs() > 0
+
+
+def test_an_unknown_mixer_is_one_clear_error():
+    with pytest.raises(UserError, match="unknown n-gram mixer 'hidden'"):
+        NGramConfig(mixer="hidden")
+
+
+def test_the_global_mixer_keeps_the_config_hash_it_had():
+    cfg = resolve("ngram", "cpu")
+    assert cfg.digest() == "0ce00c23126d5b9e"  # runs/cpu/ngram/*, before the field existed
+    other = dataclasses.replace(cfg, model=dataclasses.replace(
+        cfg.model, ngram=dataclasses.replace(cfg.model.ngram, mixer="counts")))
+    assert other.digest() != cfg.digest() and RunConfig.from_dict(other.to_dict()) == other
