@@ -83,11 +83,23 @@ NGRAM_INSAMPLE = NGRAM.derive("ngram-insample", "the n-gram counts read in-sampl
 EMA = NGRAM.derive("ema", "an exponential moving average of the weights, its half-life a share of the run; the "
                    "average is evaluated (the live weights are scored too)",
                    ema=EMAConfig(EMA_START_FRAC, EMA_HALF_LIFE_FRAC, EMA_EVERY, EMA_MIX))
+# The n-gram tables chapter 06 chose (`frontier ngram-orders`, runs/cpu/bench/ngram-orders-*): check bits (no
+# false hits), modified absolute discounting, 256 continuations per token and 8 per hashed context.
+NGRAM_TABLES_FEATURES = dict(ngram_check_bits=31, ngram_smoothing="absolute-modified", ngram_slots_short=256,
+                             ngram_slots=8)
+NGRAM_TABLES = NGRAM.derive("ngram-tables", "the n-gram mix with better tables: check bits, modified absolute "
+                            "discounting, more continuations kept", **NGRAM_TABLES_FEATURES)
+NGRAM_CTX = NGRAM_TABLES.derive("ngram-ctx", "the better tables, mixed per position: the weights over context "
+                                "lengths and the bias scale from the contexts' counts", ngram_mixer="counts")
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
+NGRAM_ONLY_TABLES = NGRAM_ONLY.derive("ngram-only-tables", "the n-gram model alone, with the better tables",
+                                     **NGRAM_TABLES_FEATURES)
+NGRAM_ONLY_CTX = NGRAM_ONLY_TABLES.derive("ngram-only-ctx", "the n-gram model alone, better tables, mixed per "
+                                          "position from the counts", ngram_mixer="counts")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
-                                         NGRAM_ONLY, EMA]}
+                                         NGRAM_ONLY, EMA, NGRAM_TABLES, NGRAM_CTX, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
 BEST = "ngram"
 
 
