@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from .corpus import CORPORA
 from .errors import UserError
 
 
@@ -53,7 +54,7 @@ def cmd_prepare(a) -> int:
     vocab_size = profile.vocab_size if a.vocab_size is None else a.vocab_size
     shrink = a.vocab_size is None and not profile.fixed_vocab
     ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
-                 seed=a.seed, shrink_vocab=shrink)
+                 seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus)
     m = ds.manifest
     print(f"dataset: {ds.folder} (vocabulary {ds.vocab_size}, train {m['train']['tokens']:,} tokens, "
           f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,})")
@@ -425,6 +426,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "pieces (still lossless; recorded in the manifest).")
     s.add_argument("--out", required=True, help="the dataset folder to create (must not exist or be empty)")
     s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the embedded corpus")
+    s.add_argument("--corpus", default="embedded", choices=CORPORA,
+                   help="without --text, which corpus every Python carries: embedded (prose about Python, the default) "
+                        "or stdlib-source (the standard library's own source code)")
     s.add_argument("--val-text", action="append", metavar="PATH", help="documents for the validation split (repeatable); default: a deterministic split of --text")
     s.add_argument("--val-fraction", type=float, default=0.05, help="share of documents held out when there is no --val-text (default 0.05)")
     s.add_argument("--profile", default="cpu", help="whose vocabulary is the default: smoke 512, cpu 1024, gpu and trn2 "

@@ -3,7 +3,8 @@
 The embedded corpus is English prose about Python: the pydoc topics (`pydoc_data.topics`) and the long
 docstrings of the standard library's pure-Python modules, read from source with `ast` (nothing is imported).
 It is built deterministically, but it differs between Python versions, so its manifest records the version
-and a hash. On Python 3.11 it is about 1.7 MB.
+and a hash. On Python 3.11 it is about 1.7 MB. A second corpus, different in kind, is the standard library's
+source code itself (`stdlib-source`, about 2 MB of modules; `frontier prepare --corpus stdlib-source`).
 
 User text: a `.txt` or `.md` file is one document; each line of a `.jsonl` (or `.jsonl.gz`) file with a
 `"text"` field is one document. Documents stream one at a time; nothing holds the whole corpus.
@@ -81,6 +82,43 @@ def embedded_documents() -> list[Document]:
         if parts:
             docs.append(Document("\n\n".join(parts), f"embedded:module:{path.relative_to(root).as_posix()}"))
     return docs
+
+
+# The corpora every Python carries, by the name `frontier prepare --corpus` takes: the embedded one (prose about
+# Python) and a second one, different in kind (Python code).
+CORPORA = ("embedded", "stdlib-source")
+SOURCE_MAX_BYTES = 2_000_000  # the stdlib-source corpus: about the embedded corpus's size
+
+
+def stdlib_source_documents(max_bytes: int | None = None) -> list[Document]:
+    """The standard library's own source code: one document per pure-Python module (those the embedded corpus
+    reads docstrings from), whole, comments and docstrings included. The modules are taken in the order of the
+    SHA-256 of their relative path (a fixed sample across the library, not its first letters) until `max_bytes`
+    of UTF-8 text (default `SOURCE_MAX_BYTES`); deterministic for one Python version."""
+    max_bytes = max_bytes or SOURCE_MAX_BYTES
+    root = Path(sysconfig.get_paths()["stdlib"])
+    paths = sorted(_stdlib_modules(), key=lambda p: hashlib.sha256(p.relative_to(root).as_posix().encode()).hexdigest())
+    docs, size = [], 0
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (UnicodeDecodeError, ValueError):
+            continue
+        n = len(text.encode("utf-8"))
+        if not text.strip() or size + n > max_bytes:
+            continue
+        docs.append(Document(text, f"stdlib-source:{path.relative_to(root).as_posix()}"))
+        size += n
+    return docs
+
+
+def corpus_documents(name: str) -> list[Document]:
+    """The documents of a named corpus (`CORPORA`); an unknown name is one clear error."""
+    if name == "embedded":
+        return embedded_documents()
+    if name == "stdlib-source":
+        return stdlib_source_documents()
+    raise UserError(f"unknown corpus {name!r}", f"choose one of {', '.join(CORPORA)}, or pass --text files")
 
 
 def embedded_corpus_info(docs: list[Document]) -> dict:

@@ -63,9 +63,10 @@ class _Source:
 
     text: Sequence[str] | None
     val_text: Sequence[str] | None
+    corpus: str = "embedded"  # the named corpus (`corpus.CORPORA`) read when there is no `text`
 
     def __post_init__(self):
-        self.embedded = corpus.embedded_documents() if not self.text else None
+        self.embedded = corpus.corpus_documents(self.corpus) if not self.text else None
         self.train_files = [f for p in self.text for f in corpus.document_files(p)] if self.text else []
         self.val_files = [f for p in self.val_text for f in corpus.document_files(p)] if self.val_text else []
 
@@ -85,7 +86,9 @@ class _Source:
         def files(fs):
             return [{"path": str(f), "sha256": _sha256_file(f), "bytes": f.stat().st_size} for f in fs]
 
+        named = {"corpus": self.corpus} if self.corpus != "embedded" and not self.text else {}  # embedded: as before
         return {
+            **named,
             "embedded": corpus.embedded_corpus_info(self.embedded) if self.embedded is not None else None,
             "text": [str(p) for p in self.text] if self.text else [],
             "val_text": [str(p) for p in self.val_text] if self.val_text else [],
@@ -114,13 +117,19 @@ def prepare(
     seed: int = 0,
     log: Callable[[str], None] = print,
     shrink_vocab: bool = False,
+    corpus_name: str = "embedded",
 ) -> "Dataset":
-    """Build the dataset folder `out` from `text` (default: the embedded corpus) with a `vocab_size` tokenizer.
+    """Build the dataset folder `out` from `text` (default: the named corpus `corpus_name`, `corpus.CORPORA`: the
+    embedded one, or the standard library's source) with a `vocab_size` tokenizer.
 
     When the train split is too small for `vocab_size`: with `shrink_vocab`, the tokenizer takes the largest size
     that works (and says so through `log`); without, a `UserError` names that size.
     """
     out = Path(out)
+    if text and corpus_name != "embedded":
+        raise UserError(f"both --corpus {corpus_name} and --text were given", "pass one: a named corpus or your files")
+    if corpus_name not in corpus.CORPORA:
+        raise UserError(f"unknown corpus {corpus_name!r}", f"choose one of {', '.join(corpus.CORPORA)}")
     if not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction must be between 0 and 1 (got {val_fraction})", "pass e.g. --val-fraction 0.05")
     if not 256 + 2 < vocab_size <= 65535:
@@ -136,7 +145,8 @@ def prepare(
     except OSError as e:
         raise UserError(f"cannot write to {str(parent)!r} ({e.strerror})", "choose a writable --out folder") from None
     try:
-        manifest = _prepare_into(work, _Source(text, val_text), val_fraction, vocab_size, shrink_vocab, seed, log)
+        manifest = _prepare_into(work, _Source(text, val_text, corpus_name), val_fraction, vocab_size, shrink_vocab,
+                                 seed, log)
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if out.exists():
             out.rmdir()
@@ -288,14 +298,16 @@ class Dataset:
             )
 
 
-def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: Path | None = None) -> Dataset:
-    """The embedded corpus prepared for `vocab_size`, cached under ~/.cache/frontier/data (built on first use)."""
+def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: Path | None = None,
+                     corpus_name: str = "embedded") -> Dataset:
+    """The embedded corpus (or another named one, `corpus.CORPORA`) prepared for `vocab_size`, cached under
+    ~/.cache/frontier/data (built on first use)."""
     root = root or cache_dir() / "data"
-    folder = root / f"embedded-py{sys.version.split()[0]}-v{vocab_size}"
+    folder = root / f"{corpus_name}-py{sys.version.split()[0]}-v{vocab_size}"
     if not (folder / MANIFEST).exists():
-        log(f"prepare: building the embedded corpus for vocabulary {vocab_size} in {folder}")
+        log(f"prepare: building the {corpus_name} corpus for vocabulary {vocab_size} in {folder}")
         try:
-            prepare(folder, vocab_size=vocab_size, log=log)
+            prepare(folder, vocab_size=vocab_size, log=log, corpus_name=corpus_name)
         except UserError as e:
             if "already holds a dataset" not in e.problem:  # another process finished it first
                 raise

@@ -2,7 +2,8 @@
 
 A run lives in `ROOT/PROFILE/LABEL/sSEED`, where LABEL is the recipe (or a name given for a variant). A finished
 record there is reused when (1) its config hash, data manifest, step limit and device backend match what would
-be trained now, and (2) the current code reproduces it (`frontier.replay`: the first steps' losses bit for bit,
+be trained now (for a run under a budget: on hardware as fast, the same CPU model, core and thread counts and GPU,
+since the budget decides how many steps it takes), and (2) the current code reproduces it (`frontier.replay`: the first steps' losses bit for bit,
 the same scorer). So chapters share runs (chapter 02's eager runs are chapter 01's baseline runs), re-running
 the book trains only what changed, and every quoted number comes from code shown to produce it.
 
@@ -86,8 +87,15 @@ def new_run_dir(root: str | Path, cfg: RunConfig, seed: int, label: str | None =
     return base / (f"s{seed}" if not existing else f"s{seed}-{_version(existing[0], seed) + 1}")
 
 
-def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str) -> str | None:
-    """Why a record is not the run that would be trained now (None: it is)."""
+# What a run under a wall-clock budget depends on besides the code and config: how many steps fit in the budget.
+SPEED_FIELDS = ("cpu", "cpu_cores", "torch_threads", "gpu")
+
+
+def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str,
+             hardware: dict | None = None) -> str | None:
+    """Why a record is not the run that would be trained now (None: it is). `hardware` (`records.hardware` of
+    this machine): a run under a budget (no step limit) is only the run of a machine as fast, so a budgeted
+    record made on other hardware (`SPEED_FIELDS`) is not reused; a step-limited one is."""
     if rec.get("status") != "finished":
         return f"status {rec.get('status')}"
     if rec.get("config_hash") != cfg.digest():
@@ -98,6 +106,12 @@ def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, bac
         return f"max_steps {rec.get('max_steps')} (wanted {steps})"
     if rec.get("device", {}).get("backend") != backend:
         return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
+    if steps is None and hardware is not None:
+        theirs = rec.get("hardware", {})
+        other = [f"{k} {theirs.get(k)!r} (here {hardware.get(k)!r})" for k in SPEED_FIELDS
+                 if theirs.get(k) != hardware.get(k)]
+        if other:
+            return "trained under a budget on other hardware: " + ", ".join(other)
     return None
 
 
@@ -134,7 +148,7 @@ def run(
     dev = select_device(device)
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
-        why = mismatch(rec, cfg, dataset, steps, dev.backend)
+        why = mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device))
         if why is None and records.excluded(run_dir):
             why = f"excluded: {records.excluded(run_dir)}"
         if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():

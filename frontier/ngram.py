@@ -17,6 +17,10 @@ for (always part of the escape: it backs off to the shorter context). A context 
 - "witten-bell" (the default; PPM's escape method C):
       P_k(w | c) = (count(c, w) + T * P_{k-1}(w | c')) / (N + T),
   s_k = count/(N + T), a_k = (T + U)/(N + T): a context seen once gives its continuation half of the mass.
+  T comes from the seen set (`seen_log2` bits, one per hashed (context, token) pair), which under-counts where two
+  pairs share a bit: a context whose every continuation collided has T = 0, no escape, and P_k = 0 outside its
+  slots (`frontier ngram-orders` shows it). Inside the learned mixture every length keeps a positive weight, so
+  P_mix stays positive; the other smoothings do not read T.
 - "absolute" (interpolated absolute discounting, one discount D_k per context length k):
       P_k(w | c) = max(count(c, w) - D_k, 0)/N + (D_k * T_listed + U)/N * P_{k-1}(w | c'),
   T_listed the number of the context's slots in use (what is taken off the slots is the back-off mass, so it sums
@@ -93,6 +97,7 @@ segment ops) stays possible through `_observe_torch`, at the price of device tim
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -635,10 +640,11 @@ class NGramMix(nn.Module):
         rows, valid, _, ctx_table = self._groups(x.long(), f)[1]
         return valid & ((ctx_table[rows] & LOW) > 0)
 
-    def entries(self, x: torch.Tensor, f: int):
+    def entries(self, x: torch.Tensor, f: int, with_weights: bool = False):
         """P_mix from the tables of fold f, for every position of x, as (P_0 (V,), coef_0 (B, T), tokens
         (B, T, E), values (B, T, E), scale (0-d, or (B, T) with the "counts" mixer)): P_mix(w) = coef_0 * P_0(w)
-        + the values of the entries whose token is w; `scale` is the bias's."""
+        + the values of the entries whose token is w; `scale` is the bias's. `with_weights`: also pi, the
+        weights over context lengths 0..K, (K + 1,) or (K + 1, B, T)."""
         x = x.long()
         B, T = x.shape
         escapes, shares, toks, feats = [], [], [], []
@@ -667,7 +673,8 @@ class NGramMix(nn.Module):
         for k in range(self.K - 1, -1, -1):
             coef[k] = pi[k] + escapes[k] * coef[k + 1]
         values = torch.cat([coef[k + 1][..., None] * shares[k] for k in range(self.K)], -1)
-        return self.unigram(f), coef[0], torch.cat(toks, -1), values, scale
+        out = self.unigram(f), coef[0], torch.cat(toks, -1), values, scale
+        return out + (pi,) if with_weights else out
 
     def floor_and_distribution(self, x: torch.Tensor, batch_fold: int | None = None):
         """(floor, P_mix), dense (B, T, V): P_mix(next token | context) and its floor coef_0 * P_0 (the mass that
@@ -840,6 +847,35 @@ def false_hit_rate(ngram: NGramMix, counted, val_tokens: np.ndarray, seq_len: in
         "false_hits": sum(false_hits),
         "miss_rate": sum(missed) / sum(seen) if sum(seen) else None,
     }
+
+
+@torch.no_grad()
+def explain_positions(model, x: torch.Tensor, y: torch.Tensor) -> dict:
+    """Where the counts win and where the network wins, per position of one batch (x, y) of a network with an
+    n-gram mix (`GPT` with `ngram`), as evaluation scores it (the folds' tables averaged, dense): `nats_mixed`, the
+    model's -log p(y); `nats_network`, the same network's logits without the bias (softcapped); `gain_bits`, their
+    difference in bits (positive: the counts helped); `context_length`, the mixture's expected context length
+    sum_k k pi_k; `scale`, the bias scale; and `known`, how many of the lengths 2..K the tables report seen (all
+    averaged over the folds' tables, each (B, T))."""
+    ng = model.ngram
+    cap = model.cfg.logit_softcap
+    z = model.lm_head(model.hidden(x)).float()
+    z = cap * torch.tanh(z / cap)
+    nll = lambda logits: F.cross_entropy(logits.flatten(0, 1), y.reshape(-1), reduction="none").view(y.shape)
+    nats_network, nats_mixed = nll(z), nll(ng.add_to(z, x))
+    lengths = torch.arange(ng.K + 1, dtype=torch.float32, device=x.device)
+    context = scale = known = 0
+    tables = ng.eval_tables()
+    for f in tables:
+        *_, s, pi = ng.entries(x, f, with_weights=True)
+        pi = pi if pi.dim() > 1 else pi[:, None, None].expand(-1, *x.shape)
+        context = context + (lengths[:, None, None] * pi).sum(0)
+        scale = scale + (s if s.dim() else s.expand(x.shape))
+        known = known + ng.known(x, f).sum(0).float()
+    n = len(tables)
+    return {"nats_mixed": nats_mixed, "nats_network": nats_network,
+            "gain_bits": (nats_network - nats_mixed) / math.log(2), "context_length": context / n,
+            "scale": scale / n, "known": known / n}
 
 
 class NGramOnly(nn.Module):

@@ -82,6 +82,15 @@ def test_bad_input_one_line_exit_2(tmp_path, smoke_data, bad_shard_data):
         (["train", "--recipe", "baseline", "--profile", "smoke", "--data", sd, "--out", str(tmp_path / "afile" / "r")], ["cannot write"]),
         (["prepare", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "empty")], ["holds no .txt"]),
         (["prepare", "--out", str(tmp_path / "o"), "--text", str(tmp_path / "missing")], ["does not exist"]),
+        (["train", "--recipe", "baseline", "--profile", "smoke", "--data", sd, "--ngram", "slots=8"],
+         ["has no n-gram model to set"]),
+        (["train", "--recipe", "ngram", "--profile", "smoke", "--data", sd, "--ngram", "slots=abc"],
+         ["n-gram slots 'abc'", "whole number"]),
+        (["train", "--recipe", "ngram", "--profile", "smoke", "--data", sd, "--ngram", "colour=3"],
+         ["no setting colour"]),
+        (["train", "--recipe", "ngram", "--profile", "smoke", "--data", sd, "--ngram", "slots"], ["FIELD=VALUE"]),
+        (["prepare", "--out", str(tmp_path / "o"), "--corpus", "stdlib-source", "--text", str(tmp_path / "empty")],
+         ["both --corpus"]),
         (["eval", "--run", str(tmp_path / "empty")], ["no run record"]),
         (["compare", str(tmp_path / "empty")], ["no run record"]),
     ]
@@ -159,3 +168,17 @@ def test_resolve_takes_the_data_vocabulary_unless_the_profile_fixes_it():
     with pytest.raises(UserError) as e:
         resolve("baseline", "trn2", vocab_size=1024)
     assert "\n" not in str(e.value) and "8192" in str(e.value) and "1024" in str(e.value)
+
+
+def test_ngram_flags_change_the_recorded_config(tmp_path, smoke_data):
+    import json
+
+    out = tmp_path / "run"
+    code, stdout, err = run_cli("train", "--recipe", "ngram-only", "--profile", "smoke", "--data",
+                                str(smoke_data.folder), "--steps", "2", "--no-progress", "--out", str(out),
+                                "--ngram", "slots=8", "--ngram", "smoothing=absolute", "--ngram", "mixer=counts")
+    assert code == 0, err
+    rec = json.loads((out / "result.json").read_text())
+    ng = rec["config"]["model"]["ngram"]
+    assert (ng["slots"], ng["smoothing"], ng["mixer"]) == (8, "absolute", "counts")
+    assert "--ngram" in rec["command"] and "slots=8" in rec["command"]

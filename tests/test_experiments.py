@@ -101,3 +101,23 @@ def test_a_data_parallel_record_is_replayed_within_its_tolerance():
     cfg = resolve("baseline", "smoke")
     assert replay.loss_tolerance(cfg) == 0.0 and replay.loss_tolerance(cfg, world_size=1) == 0.0
     assert replay.loss_tolerance(cfg, world_size=2) == replay.REL_TOL_DATA_PARALLEL == 1e-5
+
+
+def _pretend_other_cpu(run_dir: str) -> None:
+    path = Path(run_dir) / records.RECORD
+    rec = json.loads(path.read_text())
+    rec["hardware"]["cpu"] = "a faster CPU"
+    path.write_text(json.dumps(rec))
+
+
+def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_one_is(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs)  # 12 steps: the hardware does not change what it trains
+    _pretend_other_cpu(a["run_dir"])
+    assert _run(tmp_path, smoke_data, logs)["run_dir"] == a["run_dir"]
+    b = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted")
+    _pretend_other_cpu(b["run_dir"])
+    c = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted")
+    assert c["run_dir"] == str(Path(b["run_dir"]).with_name("s0-2"))  # trained again, beside the old record
+    assert any("other hardware: cpu 'a faster CPU'" in m for m in logs)
+    assert json.loads((Path(b["run_dir"]) / records.RECORD).read_text())["hardware"]["cpu"] == "a faster CPU"

@@ -26,7 +26,7 @@ def _mix(mixer="counts", smoothing="witten-bell", seed=0):
 
 def _randomise(m):
     with torch.no_grad():
-        m.mix_logits.copy_(torch.randn(6))
+        m.mix_logits.copy_(torch.randn_like(m.mix_logits))
         m.mix_head.weight.copy_(torch.randn_like(m.mix_head.weight))
         m.mix_head.bias.copy_(torch.randn_like(m.mix_head.bias) * 0.3)
 
@@ -99,3 +99,43 @@ def test_the_global_mixer_keeps_the_config_hash_it_had():
     other = dataclasses.replace(cfg, model=dataclasses.replace(
         cfg.model, ngram=dataclasses.replace(cfg.model.ngram, mixer="counts")))
     assert other.digest() != cfg.digest() and RunConfig.from_dict(other.to_dict()) == other
+
+
+def test_explain_positions_splits_the_loss_between_network_and_counts():
+    from frontier.gpt import GPT
+    from frontier.ngram import explain_positions
+
+    cfg = resolve("ngram-ctx", "smoke", vocab_size=V)
+    torch.manual_seed(0)
+    model = GPT(cfg.model, max_seq_len=64, batch_size=2).eval()
+    t = torch.tensor(text(2000, 0, repeat=0.6)).view(8, -1)[:, :65]
+    for f in (0, 1):
+        model.ngram.observe(t[f::2, :-1], t[f::2, 1:], f)
+    _randomise(model.ngram)
+    x, y = t[:2, :-1], t[:2, 1:]
+    out = explain_positions(model, x, y)
+    assert torch.allclose(out["nats_mixed"], model(x, y, reduction="none"), atol=1e-4)  # the model as scored
+    assert torch.allclose(out["gain_bits"] * 0.6931472, out["nats_network"] - out["nats_mixed"], atol=1e-5)
+    assert out["context_length"].shape == x.shape and out["context_length"].std() > 0  # per position
+    assert ((out["known"] >= 0) & (out["known"] <= cfg.model.ngram.max_order - 1)).all()
+
+
+def test_a_sweep_changes_the_ngram_settings_and_labels_its_folders():
+    from frontier.experiments import ngram_label
+
+    cfg = resolve("ngram-only", "cpu", ngram={"slots": 8, "mixer": "counts"})
+    assert (cfg.model.ngram.slots, cfg.model.ngram.mixer) == (8, "counts")
+    assert cfg.digest() != resolve("ngram-only", "cpu").digest()
+    assert ngram_label("ngram-only", {"slots": 8, "mixer": "counts"}) == "ngram-only-mixercounts-slots8"
+    with pytest.raises(UserError, match="has no n-gram model to set"):
+        resolve("bigram", "cpu", ngram={"slots": 8})
+    with pytest.raises(UserError, match="no setting colour"):
+        resolve("ngram", "cpu", ngram={"colour": 1})
+
+
+def test_the_recipes_take_the_tables_chapter_6_chose():
+    for name in ("ngram-tables", "ngram-ctx", "ngram-only-tables", "ngram-only-ctx"):
+        ng = resolve(name, "cpu").model.ngram
+        assert (ng.check_bits, ng.smoothing, ng.slots_short, ng.slots) == (31, "absolute-modified", 256, 8), name
+    assert resolve("ngram-ctx", "cpu").model.ngram.mixer == "counts"
+    assert resolve("ngram-tables", "cpu").model.ngram.mixer == "global"

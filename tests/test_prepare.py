@@ -164,3 +164,22 @@ def test_embedded_corpus_prepares_as_the_committed_records_did(tmp_path):
     ds = prepare(tmp_path / "v1024", vocab_size=1024, log=lambda m: None)
     assert ds.manifest_hash == "c41c679ef15f124d"  # as in runs/cpu/*/result.json
     assert "rare_characters" not in ds.manifest["tokenizer"]
+
+
+def test_the_stdlib_source_corpus_is_code_and_fixed(monkeypatch, tmp_path):
+    from frontier import corpus
+
+    docs = corpus.stdlib_source_documents(200_000)
+    assert docs == corpus.stdlib_source_documents(200_000)  # deterministic
+    assert sum(len(d.text.encode()) for d in docs) <= 200_000 and len(docs) > 3
+    assert all(d.source.startswith("stdlib-source:") for d in docs)
+    code = [d for d in docs if "def " in d.text or "import " in d.text or "class " in d.text]
+    assert len(code) >= 0.8 * len(docs)  # Python code, not prose
+    monkeypatch.setattr(corpus, "SOURCE_MAX_BYTES", 120_000)
+    ds = prepare(tmp_path / "src", vocab_size=300, log=lambda m: None, corpus_name="stdlib-source")
+    assert ds.manifest["sources"]["corpus"] == "stdlib-source"
+    assert ds.manifest["train"]["bytes"] + ds.manifest["val"]["bytes"] <= 120_000
+    with pytest.raises(UserError, match="unknown corpus"):
+        prepare(tmp_path / "x", corpus_name="novels", log=lambda m: None)
+    with pytest.raises(UserError, match="both --corpus"):
+        prepare(tmp_path / "y", text=[str(tmp_path)], corpus_name="stdlib-source", log=lambda m: None)
