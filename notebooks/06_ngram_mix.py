@@ -192,7 +192,7 @@ print(f"in-sample counts: val_bpb {insample['val_bpb']:.4f}; learned scale on th
 
 # %%
 bench = ex.bench(["bigram", "ngram", "ngram-stream", "ngram-tables", "ngram-ctx"], P, root=run_root,
-                 steps=10 if P.name != "smoke" else 3, repeats=3)
+                 steps=10 if P.name != "smoke" else 3, repeats=3, memory=False)
 print(format_bench(bench))
 print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 rate = {r["recipe"]: r["tokens_per_s_median"] for r in bench["rows"]}
@@ -254,7 +254,7 @@ variants = DEFAULT_VARIANTS if P.name != "smoke" else {
     k: DEFAULT_VARIANTS[k] for k in ("absolute-modified", "absolute-modified+check", "absolute-modified+check+all",
                                      "absolute-modified+check+short 256")}
 orders = run_order_curve(P.name, variants=variants, data=data, log=lambda *a: None,
-                         out=Path(run_root) / P.name / "bench")
+                         orders=None if P.name != "smoke" else [0, 1, 2, 4, 16], out=Path(run_root) / P.name / "bench")
 print(format_order_curve(orders))
 print(f"record: {orders['path']} (code {report.short_code(orders['code'])})")
 fig, ax = new_figure(7.2, 4.2)
