@@ -33,6 +33,10 @@ from frontier import distributed
 from frontier.devices import select_device
 from frontier.recipes import RECIPES, resolve
 
+# Every recipe but the three whose code paths the others already cover under two ranks (the better n-gram tables
+# and the per-context mixing run in ngram-ctx; the n-gram model alone in ngram-only): the suite's time is finite.
+DP_RECIPES = [r for r in RECIPES if r not in ("ngram-tables", "ngram-only-tables", "ngram-only-ctx")]
+
 # float32 sums in another order differ by a few units in the last place (about 1e-7 relative) at each step;
 # over STEPS steps of training that stays near 1e-7 here (measured: at most 1.6e-7). A real difference in what
 # is trained (a rank missing the other's rows, a wrong learning rate, counts of half the batch) moves the losses
@@ -67,7 +71,7 @@ def worker(data: str, out: str) -> None:
     if dist.is_main:
         (out / "shards.json").write_text(json.dumps(marked[:, 0].tolist()))
     dataset = Dataset(data)
-    for recipe in RECIPES:
+    for recipe in DP_RECIPES:
         train(_cfg(recipe, dataset.vocab_size), dataset, out / recipe, DEVICE, seed=SEED, steps=STEPS,
               progress=False, dist=dist)
     train(_cfg("baseline", dataset.vocab_size), dataset, out / "resume-reference", DEVICE, seed=SEED,
@@ -125,7 +129,7 @@ def test_each_rank_orthogonalises_its_share(two_ranks):
     assert json.loads((two_ranks / "shards.json").read_text()) == [0, 0, 0, 1000, 1000]
 
 
-@pytest.mark.parametrize("recipe", list(RECIPES))
+@pytest.mark.parametrize("recipe", DP_RECIPES)
 def test_two_ranks_train_what_one_process_trains(recipe, two_ranks, small_data, tmp_path, one_thread):
     from frontier.trainer import train
 
