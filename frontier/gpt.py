@@ -158,12 +158,17 @@ class GPT(nn.Module):
     def logits(self, idx: torch.Tensor, fold: int | None = None) -> torch.Tensor:
         """The capped float32 logits (B, T, V) with the n-gram bias, for looking at predictions (generation,
         inspection); never used to train or score: `forward` never builds them whole."""
-        cap = self.cfg.logit_softcap
-        z = self.lm_head(self.hidden(idx)).float()
-        z = cap * torch.tanh(z / cap)
+        z = self.network_logits(idx)
         if self.ngram is not None:
             z = self.ngram.add_to(z, idx, fold)
         return z
+
+    @torch.no_grad()
+    def network_logits(self, idx: torch.Tensor) -> torch.Tensor:
+        """The network's own capped float32 logits (B, T, V), without the n-gram bias (for inspection)."""
+        cap = self.cfg.logit_softcap
+        z = self.lm_head(self.hidden(idx)).float()
+        return cap * torch.tanh(z / cap)
 
     def num_params(self) -> int:
         """Trained parameters (the bigram update's gradient sink is not a weight)."""

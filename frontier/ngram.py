@@ -858,9 +858,7 @@ def explain_positions(model, x: torch.Tensor, y: torch.Tensor) -> dict:
     sum_k k pi_k; `scale`, the bias scale; and `known`, how many of the lengths 2..K the tables report seen (all
     averaged over the folds' tables, each (B, T))."""
     ng = model.ngram
-    cap = model.cfg.logit_softcap
-    z = model.lm_head(model.hidden(x)).float()
-    z = cap * torch.tanh(z / cap)
+    z = model.network_logits(x)
     nll = lambda logits: F.cross_entropy(logits.flatten(0, 1), y.reshape(-1), reduction="none").view(y.shape)
     nats_network, nats_mixed = nll(z), nll(ng.add_to(z, x))
     lengths = torch.arange(ng.K + 1, dtype=torch.float32, device=x.device)
