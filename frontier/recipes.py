@@ -91,6 +91,8 @@ NGRAM_TABLES = NGRAM.derive("ngram-tables", "the n-gram mix with better tables: 
                             "discounting, more continuations kept", **NGRAM_TABLES_FEATURES)
 NGRAM_CTX = NGRAM_TABLES.derive("ngram-ctx", "the better tables, mixed per position: the weights over context "
                                 "lengths and the bias scale from the contexts' counts", ngram_mixer="counts")
+GATE = EMA.derive("gate", "gated attention: a per-head gate 2*sigmoid(W x[:12]) on the attention output, W "
+                  "zero-initialised (every gate 1 at the start), on top of `ema`", attn_gate=True)
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 NGRAM_ONLY_TABLES = NGRAM_ONLY.derive("ngram-only-tables", "the n-gram model alone, with the better tables",
@@ -99,7 +101,7 @@ NGRAM_ONLY_CTX = NGRAM_ONLY_TABLES.derive("ngram-only-ctx", "the n-gram model al
                                           "position from the counts", ngram_mixer="counts")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
-                                         NGRAM_ONLY, EMA, NGRAM_TABLES, NGRAM_CTX, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
+                                         NGRAM_ONLY, EMA, GATE, NGRAM_TABLES, NGRAM_CTX, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
 BEST = "ngram"
 
 
