@@ -239,7 +239,7 @@ def cmd_recipes(a) -> int:
     width = max(len(n) for n in RECIPES) + 2
     for name, r in RECIPES.items():
         parent = f" (= {r.parent} + ...)" if r.parent else ""
-        star = "  <- best" if name == BEST else ""
+        star = "  <- final, best" if name == BEST else ""
         print(f"{name:<{width}}{r.summary}{parent}{star}")
     return 0
 
@@ -368,6 +368,21 @@ def cmd_bench_ngram(a) -> int:
                              log=lambda *x: None, out=a.out or default_record_dir(a.profile), command=command)
     print(format_ngram_bench(result))
     print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_ladder(a) -> int:
+    from .ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
+    from .profiles import get_profile
+
+    p = get_profile(a.profile)
+    results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
+    rows = ladder_rows(results)
+    print(format_ladder(rows))
+    path = write_ladder_record(rows, p.name, a.corpus, root=a.root,
+                               extra={"command": ["frontier", "ladder", "--profile", p.name, "--corpus", a.corpus,
+                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]})
+    print(f"ladder record: {path}")
     return 0
 
 
@@ -597,6 +612,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
     _record_out(s)
     s.set_defaults(func=cmd_bench_head)
+
+    s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
+                       description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "
+                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung with each gain "
+                                   "over the rung below (paired by seed), and keep the table as a ladder record "
+                                   "in ROOT/PROFILE/ladder/.")
+    s.add_argument("--profile", default="cpu", help="profile (default cpu)")
+    s.add_argument("--corpus", default="embedded", choices=CORPORA,
+                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--seeds", type=_positive_int, default=None, help="seeds per rung (default: the profile's)")
+    s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.set_defaults(func=cmd_ladder)
 
     s = sub.add_parser("recipes", help="list the recipes")
     s.set_defaults(func=cmd_recipes)

@@ -44,6 +44,19 @@ SIZE_SWEEPS: dict[str, list[dict]] = {
 }
 
 
+# The sizes chapter 07 tries for the final recipe around the profile's own (one seed each; the profile's size has
+# the ladder's seeds): one step in depth and one in width either side.
+FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
+    "smoke": [dict(n_layer=1, n_embd=64, n_head=2, n_kv_head=2), dict(n_layer=2, n_embd=96, n_head=3, n_kv_head=3)],
+    "cpu": [
+        dict(n_layer=2, n_embd=192, n_head=3, n_kv_head=3),
+        dict(n_layer=4, n_embd=192, n_head=3, n_kv_head=3),
+        dict(n_layer=3, n_embd=128, n_head=2, n_kv_head=2),
+        dict(n_layer=3, n_embd=256, n_head=4, n_kv_head=4),
+    ],
+}
+
+
 def size_label(sizes: dict) -> str:
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
 
