@@ -152,8 +152,8 @@ def run(
     gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again."""
-    prof = profile_with(profile, **(sizes or {}))
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram)
+    prof = get_profile(profile) if isinstance(profile, str) else profile
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes)
     if isinstance(data, Dataset):
         dataset = data
     else:

@@ -179,7 +179,13 @@ def latest_ladder_record(profile: str, corpus: str = "embedded", root: str | Pat
     """The newest ladder record of this profile and corpus (None if there is none)."""
     import json
 
-    found = sorted((Path(root) / profile / "ladder").glob(f"{corpus}-*.json"))
+    import re
+
+    def when(path: Path):
+        m = re.fullmatch(re.escape(corpus) + r"-(\d{8}-\d{6})(?:-(\d+))?\.json", path.name)
+        return (m.group(1), int(m.group(2) or 1)) if m else None
+
+    found = sorted((p for p in (Path(root) / profile / "ladder").glob(f"{corpus}-*.json") if when(p)), key=when)
     return {**json.loads(found[-1].read_text()), "path": str(found[-1])} if found else None
 
 
@@ -193,3 +199,29 @@ def format_ladder(rows: list[dict]) -> str:
     from .report import markdown_table
 
     return markdown_table(rows, LADDER_COLUMNS, {"n": "d", "p": ".3f"})
+
+
+README_BEGIN = "<!-- ladder table: generated from {path} by frontier.ladder.readme_table; do not edit by hand -->"
+README_END = "<!-- end of ladder table -->"
+
+
+def readme_table(record: dict) -> str:
+    """The ladder record as the README shows it: one row per rung, ours with spread and verdict, the write-up's
+    endpoints beside (quoted), between markers naming the record (tests/test_ladder.py checks the README holds
+    exactly this for the record it names)."""
+    w = record["writeup_trn2"]
+    theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
+    path = str(record["path"])
+    path = path[path.index("runs/"):] if "runs/" in path else path  # as the repository names it
+    lines = [README_BEGIN.format(path=path),
+             "| rung | recipe | val_bpb here (mean ± std, seeds) | gain over the rung below (paired by seed) | "
+             "the write-up's (Trn2) |", "|---|---|---|---|---|"]
+    for r in record["rows"]:
+        if "mean" not in r:
+            ours, gain = "not measured here", r.get("note", "")
+        else:
+            ours = (f"{r['mean']:.4f} ± {r['std']:.4f} ({r['n']})" if r["n"] > 1 else f"{r['mean']:.4f} (1)")
+            gain = "" if "gain" not in r else f"{r['gain']:+.4f}, {r['verdict']}" + (
+                f" (p = {r['p']:.3f})" if r.get("p") == r.get("p") and r.get("p") is not None else "")
+        lines.append(f"| {r['rung']} | `{r['recipe']}` | {ours} | {gain} | {theirs.get(r['rung'], '')} |")
+    return "\n".join(lines + [README_END])

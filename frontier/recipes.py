@@ -55,9 +55,21 @@ class Recipe:
     summary: str
     features: Features
     parent: str | None = None
+    # A model size of the recipe's own, per profile (profile name -> Profile fields such as n_layer, n_embd,
+    # n_head, n_kv_head): the size chapter 07's sweep chose for it. A sweep's `resolve(..., sizes=)` goes over it.
+    sizes: dict = dataclasses.field(default_factory=dict)
 
-    def derive(self, name: str, summary: str, **changes) -> "Recipe":
-        return Recipe(name, summary, dataclasses.replace(self.features, **changes), parent=self.name)
+    def derive(self, name: str, summary: str, sizes: dict | None = None, **changes) -> "Recipe":
+        """This recipe plus one change (`changes` to its features; `sizes`: a model size of its own, per profile;
+        by default the parent's)."""
+        return Recipe(name, summary, dataclasses.replace(self.features, **changes), parent=self.name,
+                      sizes=self.sizes if sizes is None else sizes)
+
+
+def sized_profile(r: Recipe, p: Profile, sizes: dict | None = None) -> Profile:
+    """`p` with the recipe's own size for it (`Recipe.sizes`), then the caller's `sizes` (a sweep) over both."""
+    both = {**r.sizes.get(p.name, {}), **(sizes or {})}
+    return dataclasses.replace(p, **both) if both else p
 
 
 BASELINE = Recipe(
@@ -122,7 +134,7 @@ def get_recipe(name: str) -> Recipe:
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
             vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference",
-            ngram: dict | None = None) -> RunConfig:
+            ngram: dict | None = None, sizes: dict | None = None) -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
@@ -131,10 +143,11 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
     one-line `UserError`. `kernels` chooses the implementation of the fused ops (`frontier.kernels`; the command
     line's default is `nki` on a Neuron device, `reference` elsewhere). `ngram` changes fields of the recipe's
     `NGramConfig` (a sweep: `{"slots_short": 256}`); a recipe without an n-gram model, or a field it does not
-    have, is a one-line `UserError`.
+    have, is a one-line `UserError`. `sizes` changes Profile fields (a size sweep: `{"n_layer": 4}`) over the
+    profile's and the recipe's own size (`Recipe.sizes`).
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = sized_profile(r, get_profile(profile) if isinstance(profile, str) else profile, sizes)
     f = r.features
     if ema is not None and f.ema is None:
         with_ema = ", ".join(n for n, x in RECIPES.items() if x.features.ema is not None)

@@ -158,7 +158,7 @@ for sizes in ex.FINAL_SIZE_SWEEPS.get(P.name, []):
     rec = ex.run("final", P, seed=0, root=run_root, label=f"{ladder.recipe_name('final')}-{ex.size_label(sizes)}",
                  sizes=sizes)
     sweep.append({"size": f"{sizes['n_layer']} x {sizes['n_embd']}",
-                  "params": build_model(resolve("final", ex.profile_with(P, **sizes))).num_params(), "seeds": 1,
+                  "params": build_model(resolve("final", P, sizes=sizes)).num_params(), "seeds": 1,
                   "val_bpb": rec["val_bpb"], "seed 0": rec["val_bpb"], "steps": rec["steps"],
                   "tokens_per_s": round(rec["tokens_per_s"]), "profile's": ""})
 sweep.sort(key=lambda s: s["params"])
