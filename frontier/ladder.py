@@ -87,11 +87,12 @@ def _group(recipe: str, recs: list[dict]) -> Group:
 
 
 def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
-    """One row per rung: mean, spread and count of val_bpb, and the gain over the rung below that was measured
-    (`gain` = its mean minus this one's, so positive is better; paired by seed where both have the same seeds,
-    with the paired t-test's p and verdict), and the total gain over the baseline likewise. A rung without a
-    recipe, or without runs, is a row with its reason."""
-    rows, below, base = [], None, None
+    """One row per rung: mean, spread and count of val_bpb, and the gain over the nearest measured rung below it
+    that its recipe is built on (`over`; a rung whose change was not kept is skipped: the final recipe's gain is
+    over what it stands on). `gain` = that rung's mean minus this one's, so positive is better, paired by seed
+    (the paired t-test's p and verdict); `total` likewise against the baseline. A rung without a recipe, or
+    without runs, is a row with its reason."""
+    rows, measured, base = [], [], None
     for rung in LADDER:
         recs = results.get(rung.recipe or "", [])
         row = {"rung": rung.name, "recipe": recipe_name(rung.recipe) if rung.recipe else "-", "chapter": rung.chapter,
@@ -100,6 +101,12 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
             rows.append({**row, "note": rung.why_none or "not run"})
             continue
         g = _group(rung.recipe, recs)
+        same = next((m for m in measured if m[1] == recipe_name(rung.recipe)), None)
+        if same is not None:
+            row["note"] = f"the same recipe as the {same[0]} rung"
+        # the gain over the nearest rung below whose recipe this one is built on (a rung not kept is skipped)
+        line = ancestors(rung.recipe)
+        below = next((m[2] for m in reversed(measured) if m[1] in line), None)
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds), steps=sum(r["steps"] for r in recs) / len(recs),
                    runs=[str(r.get("run_dir", "")) for r in recs], code=sorted({records_code(r) for r in recs}))
         for key, other in (("gain", below), ("total", base)):
@@ -110,9 +117,20 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
             if key == "gain":
                 row.update(gain_std=d.diff_std, p=d.p, verdict=d.verdict, over=other.name)
         rows.append(row)
-        below = g
+        measured.append((rung.name, recipe_name(rung.recipe), g))
         base = base or g
     return rows
+
+
+def ancestors(recipe: str) -> list[str]:
+    """The recipes `recipe` is built on, nearest first (its parent, the parent's parent, ...), not itself."""
+    from .recipes import RECIPES, get_recipe
+
+    out, r = [], get_recipe(recipe)
+    while r.parent:
+        out.append(r.parent)
+        r = RECIPES[r.parent]
+    return out
 
 
 def records_code(rec: dict) -> str:

@@ -54,13 +54,28 @@ def test_one_seed_per_rung_is_not_judged():
     assert measured and all(r["verdict"] == "needs at least 2 pairs" for r in measured)
 
 
-def test_a_rung_without_runs_says_so_and_the_next_pairs_past_it():
+def test_a_rung_without_runs_says_so_and_the_next_pairs_past_it(monkeypatch):
+    from frontier import recipes
+
+    monkeypatch.setitem(recipes.ALIASES, "final", "gate")  # a final recipe built on the EMA
     res = _results()
+    assert next(r for r in ladder.ladder_rows(res) if r["rung"] == "final")["over"] == "ema"
     del res["ema"]
     rows = ladder.ladder_rows(res)
-    ema = next(r for r in rows if r["rung"] == "EMA")
-    assert ema["note"] == "not run"
+    assert next(r for r in rows if r["rung"] == "EMA")["note"] == "not run"
     assert next(r for r in rows if r["rung"] == "final")["over"] == "ngram"
+
+
+def test_a_rung_not_kept_is_skipped_by_the_rungs_above(monkeypatch):
+    from frontier import recipes
+
+    monkeypatch.setitem(recipes.ALIASES, "final", "ngram")  # the EMA not on the final path
+    res = _results()
+    res["final"] = res["ngram"]
+    rows = {r["rung"]: r for r in ladder.ladder_rows(res)}
+    assert rows["EMA"]["over"] == "ngram"  # the EMA is measured on what it is built on
+    assert rows["final"]["note"] == "the same recipe as the n-gram mix rung"
+    assert rows["final"]["over"] == "bigram" and math.isclose(rows["final"]["gain"], rows["n-gram mix"]["gain"])
 
 
 def test_the_record_is_kept_beside_older_ones(tmp_path):
