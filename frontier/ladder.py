@@ -108,7 +108,7 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
         line = ancestors(rung.recipe)
         below = next((m[2] for m in reversed(measured) if m[1] in line), None)
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds), steps=sum(r["steps"] for r in recs) / len(recs),
-                   runs=[str(r.get("run_dir", "")) for r in recs], code=sorted({records_code(r) for r in recs}))
+                   runs=[_repo_path(r.get("run_dir", "")) for r in recs], code=sorted({records_code(r) for r in recs}))
         for key, other in (("gain", below), ("total", base)):
             if other is None:
                 continue
@@ -120,6 +120,12 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
         measured.append((rung.name, recipe_name(rung.recipe), g))
         base = base or g
     return rows
+
+
+def _repo_path(path) -> str:
+    """A run folder as the repository names it (`runs/cpu/ngram/s0`) when a chapter reached it from notebooks/."""
+    path = str(path)
+    return path[3:] if path.startswith("../runs/") else path
 
 
 def ancestors(recipe: str) -> list[str]:

@@ -118,8 +118,9 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT
 # help at equal budget. `final` and `best` are names for it (what `make demo` trains); its runs are recorded under
 # its own name. Chapter 07 measured on the cpu profile (AMD EPYC, 2 cores, runs/cpu/ema/s?, runs/cpu/gate/s?, code
 # 1f925ce): the EMA scored 0.0122 ± 0.0007 worse than the live weights inside each of 6 runs (at about 200 steps
-# its half-life of 0.15 of the run averages in weights from before the warm-down), and gated attention on top of
-# it moved val_bpb by -0.018 ± 0.023 over 3 paired seeds, inside the noise. Neither is on the final path.
+# the loss still falls fast at the end of the run, and an average over its last third lags behind the live
+# weights; chapter 05 found it ahead at about 470 steps on a faster machine), and gated attention on top of it
+# moved val_bpb by -0.018 ± 0.023 over 3 paired seeds, inside the noise. Neither is on the final path.
 FINAL = "ngram"
 BEST = FINAL
 ALIASES = {"final": FINAL, "best": BEST}

@@ -98,10 +98,11 @@ print(f"recipe final = {recipes.BEST!r} is `best`: {get_recipe('best').name}")
 # fix replaces), counting the n-grams from batches as they stream past (chapter 06: no better than counting the
 # shards up front), the n-gram model's better tables and per-context mixing (chapter 06: better alone, worse mixed
 # with the network at this budget), and data parallelism on two cores (chapter 02: two processes of one thread
-# take fewer steps than one of two).
+# take fewer steps than one of two). The EMA and gated attention are measured next; the final recipe keeps
+# neither if they do not help here.
 
 # %% [markdown]
-# ## Gated attention, measured
+# ## Gated attention and the EMA, measured
 #
 # `ModelConfig.attn_gate` multiplies each head's attention output by $g = 2\,\sigma(W x_{[:12]})$ before the
 # output projection, with $W$ (heads x 12, trained by AdamW) zero-initialised, so every gate is 1 at the start and
@@ -138,13 +139,20 @@ fig
 
 # %%
 in_final = resolve("final", P).model.attn_gate
+if resolve("final", P).train.ema is not None:
+    ema_note = "It keeps the EMA."
+elif report.mean_std(inside)[0] > 0:
+    ema_note = ("It has no EMA either: the average scored worse than the weights it averages "
+                + ("in every run." if all(x > 0 for x in inside) else "on average."))
+else:
+    ema_note = "It has no EMA."
 display(Markdown(
     f"Gated attention changed val_bpb by {d_gate[0].delta:+.4f} on average over {d_gate[0].pairs} paired seeds "
     f"(std of the per-seed differences {d_gate[0].diff_std:.4f}, p = {d_gate[0].p:.3f}): **{d_gate[0].verdict}**; "
     f"on the live weights {d_gate_live[0].delta:+.4f} ({d_gate_live[0].verdict}). Inside each run the EMA moved "
     f"val_bpb by {report.pm(inside)} against the live weights. "
-    + ("The final recipe keeps it, as the write-up's model does." if in_final else
-       "The final recipe leaves it out: it did not earn its place here.")))
+    + ("The final recipe keeps the gate, as the write-up's model does. " if in_final else
+       "The final recipe leaves the gate out: it did not earn its place here. ") + ema_note))
 
 # %% [markdown]
 # ## The size, re-chosen
