@@ -22,9 +22,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) -m frontier train --recipe best --profile cpu --out build/demo/$$(date +%Y%m%d-%H%M%S)
 
-# The whole test suite, the book's smoke run included.
+# The whole test suite, the book's smoke run included, on TEST_WORKERS processes (pytest-xdist): the book's smoke
+# run is one long test, and it starts first (tests/conftest.py) while the other worker takes the rest.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 # Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`.
 book: $(STAMP)

@@ -220,6 +220,32 @@ display(Markdown(
 # rung below. Our EMA stands on the n-gram mix (chapter 05 measured it there); the write-up added its EMA first.
 # `frontier ladder --profile cpu` is the same as a command; the table is kept as a ladder record.
 
+# %% [markdown]
+# All of a ladder's runs should come from one session on one machine: a budget buys as many steps as the machine
+# gives that day, and a comparison across sessions mixes that in (chapter 05). The reuse rule sees the CPU model,
+# cores and threads, not a machine that runs slower today; the cell below shows, for each rung that has older
+# records of the same config beside the ones the ladder reads, their median step times.
+
+# %%
+from frontier import records
+
+drift = []
+for rung in ladder.LADDER:
+    if not rung.recipe:
+        continue
+    c = resolve(rung.recipe, P)
+    dirs = ex.seed_dirs(run_root, c, 0)
+    recs = [records.load_record(d) for d in dirs if (d / records.RECORD).is_file()]
+    recs = [r for r in recs if r.get("status") == "finished" and r.get("config_hash") == c.digest()]
+    if len(recs) > 1:
+        drift.append({"rung": rung.name, "read (newest)": Path(recs[0]["run_dir"]).name,
+                      "its step s": recs[0]["step_s_median"], "older": Path(recs[1]["run_dir"]).name,
+                      "older step s": recs[1]["step_s_median"], "older cpu": recs[1]["hardware"]["cpu"]})
+if drift:
+    display(Markdown(report.markdown_table(drift, list(drift[0]), {"its step s": ".3f", "older step s": ".3f"})))
+else:
+    print("no rung has older records of the same config beside the ones read")
+
 # %%
 results = ladder.run_ladder(P, P.seeds, root=run_root)
 rows = ladder.ladder_rows(results)
@@ -237,11 +263,11 @@ fig
 # book can quote; its endpoints are drawn on the ladder figure's right-hand axis.
 
 # %%
-by = {r["recipe"]: r for r in rows if "mean" in r}
+by = {r["rung"]: r for r in rows if "mean" in r}
 base, final = by["baseline"], by["final"]
 display(Markdown(report.markdown_table([
     {"ladder": f"ours ({P.name}, {P.budget_s:g} charged s, this machine)", "baseline": base["mean"],
-     "final": final["mean"], "gain": final["total"], "n-gram mix": by["ngram"]["gain"]},
+     "final": final["mean"], "gain": final["total"], "n-gram mix": by["n-gram mix"]["gain"]},
     {"ladder": "the write-up's (Trn2, 1,800 charged s)", "baseline": ladder.WRITEUP_TRN2["baseline"],
      "final": ladder.WRITEUP_TRN2["final"], "gain": ladder.WRITEUP_TRN2["baseline"] - ladder.WRITEUP_TRN2["final"],
      "n-gram mix": ladder.WRITEUP_TRN2["ngram_gain"]},
@@ -318,7 +344,8 @@ fig
 
 # %%
 wash = [{"change": r["rung"], "recipe": r["recipe"], "over": r["over"], "gain": r["gain"], "p": r["p"],
-         "verdict": r["verdict"]} for r in rows if "gain" in r and not r["verdict"].startswith("better")]
+         "verdict": r["verdict"]} for r in rows if "gain" in r and not r["verdict"].startswith("better")
+        and "same recipe" not in r.get("note", "")]
 if not d_gate[0].verdict.startswith("better") and not any(w["recipe"] == "gate" for w in wash):
     wash.append({"change": "gated attention", "recipe": "gate", "over": "ema", "gain": -d_gate[0].delta,
                  "p": d_gate[0].p, "verdict": d_gate[0].verdict})
@@ -362,9 +389,11 @@ display(Markdown("\n".join(lines)))
 # %%
 emb = {r["model"]: r["val_bpb"] for r in comp_rows if r["corpus"] == "embedded"}
 std_ = {r["model"]: r["val_bpb"] for r in comp_rows if r["corpus"] == "stdlib-source"}
-ppmd_key = next((k for k in emb if k.lower().startswith("ppmd")), None)
+comp_names = {r["model"] for r in comp_rows if not r["model"].startswith(("baseline", "final"))}
+best_key = {c: min((r for r in comp_rows if r["corpus"] == c and r["model"] in comp_names), key=lambda r: r["val_bpb"])["model"]
+            for c in ("embedded", "stdlib-source")} if comp_names else {}
 ad_key = "final, seed 0, adaptive (counts what it has scored)"
-by2 = {r["recipe"]: r for r in rows2 if "mean" in r}
+by2 = {r["rung"]: r for r in rows2 if "mean" in r}
 display(Markdown(
     f"- The ladder ({P.name}, {P.budget_s:g} charged s, {P.seeds} seeds per rung, paired by seed): "
     + "; ".join(f"{r['rung']} {report.pm(r['values'])}" + (f" (gain {r['gain']:+.4f}, {r['verdict']})" if "gain" in r else "")
@@ -378,9 +407,16 @@ display(Markdown(
     f"- stdlib-source, seed 0: "
     + "; ".join(f"{r['rung']} {r['mean']:.4f}" for r in rows2 if "mean" in r)
     + f"; final against baseline {by2['final']['total']:+.4f}.\n"
-    + (f"- Compressors: {ppmd_key} {emb[ppmd_key]:.4f} (embedded), {std_[ppmd_key]:.4f} (stdlib-source); the final "
-       f"model adaptively {emb[ad_key]:.4f} and {std_[ad_key]:.4f}.\n" if ppmd_key else "")
+    + (f"- Best compressor: {best_key['embedded']} {emb[best_key['embedded']]:.4f} (embedded), "
+       f"{best_key['stdlib-source']} {std_[best_key['stdlib-source']]:.4f} (stdlib-source); the final "
+       f"model adaptively {emb[ad_key]:.4f} and {std_[ad_key]:.4f}.\n" if best_key else "")
+    + (f"- The issue's goals at this profile: `final` <= 1.65: {final['mean']:.4f} "
+       f"({'met' if final['mean'] <= 1.65 else 'missed'}); at least 0.165 below the baseline: {final['total']:+.4f} "
+       f"({'met' if final['total'] >= 0.165 else 'missed'}); below the best compressor without adaptation: "
+       f"{final['mean']:.4f} against {emb[best_key['embedded']]:.4f} "
+       f"({'met' if final['mean'] < emb[best_key['embedded']] else 'missed'}); adaptively: {emb[ad_key]:.4f} "
+       f"({'met' if emb[ad_key] < emb[best_key['embedded']] else 'missed'}).\n" if best_key else "")
     + f"- Code behind these numbers: ladder records {ladder_path} and {ladder_path2}; the runs:\n"
-    + report.provenance([x for rs in results.values() for x in rs] + [x for rs in results2.values() for x in rs]
-                        + gate_runs)
+    + report.provenance(list({x["run_dir"]: x for x in [x for rs in results.values() for x in rs]
+                              + [x for rs in results2.values() for x in rs] + ema_runs + gate_runs}.values()))
 ))
