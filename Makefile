@@ -26,7 +26,7 @@ demo: $(STAMP)
 # run is one long test, and it starts first (tests/conftest.py) while the other worker takes the rest.
 TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`.
 book: $(STAMP)

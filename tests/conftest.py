@@ -14,7 +14,9 @@ UNICODE_DOC = (
 )
 
 
-LONGEST = ("test_every_chapter_runs_with_the_smoke_profile",)  # started first: with -n 2 the rest run beside it
+# Started first: with `make test` (-n 2 --dist loadfile) its file goes to one worker at once and the other files
+# run beside it on the other.
+LONGEST = ("test_every_chapter_runs_with_the_smoke_profile",)
 
 
 def pytest_collection_modifyitems(config, items):
