@@ -158,56 +158,67 @@ display(Markdown(
 # ## The size, re-chosen
 #
 # Chapter 01 chose the profile's size for the baseline. The final recipe spends part of each step on the bigram
-# table, the n-gram bias and the EMA, and the counts carry some of what the network had to learn, so its best
-# size may differ. The sweep takes one step in depth and one in width either side of the profile's size
-# (`frontier.experiments.FINAL_SIZE_SWEEPS`), one seed each (seed 0); the profile's size has the ladder's seeds
-# below. The write-up found sizes within a wide range land within 0.002 of each other on Trn2, because a bigger
-# model costs as many steps as it gains.
+# table and the n-gram bias, and the counts carry some of what the network had to learn, so its best size may
+# differ. The sweep takes the recipe the final one is built on, one step in depth and one in width either side of
+# the profile's size (`frontier.experiments.FINAL_SIZE_SWEEPS`), one seed each (seed 0); the profile's size has
+# the ladder's seeds. A size that wins there becomes the final recipe's own (`Recipe.sizes` in
+# `frontier/recipes.py`), and the final recipe's seeds at it are the check. The write-up found sizes within a wide
+# range land within 0.002 of each other on Trn2, because a bigger model costs as many steps as it gains.
 
 # %%
-final_runs = ex.seeds("final", P, root=run_root)
-sweep = [{"size": f"{m.n_layer} x {m.n_embd}", "params": model.num_params(), "seeds": len(final_runs),
-          "val_bpb": sum(r["val_bpb"] for r in final_runs) / len(final_runs),
-          "std": report.mean_std(r["val_bpb"] for r in final_runs)[1],
-          "seed 0": final_runs[0]["val_bpb"], "steps": final_runs[0]["steps"],
-          "tokens_per_s": round(final_runs[0]["tokens_per_s"]), "profile's": "yes"}]
+final_recipe = get_recipe("final")
+base_recipe = final_recipe.parent if final_recipe.sizes else final_recipe.name  # what the sweep resizes
+
+
+def size_row(recs, sizes, which):
+    c = resolve(base_recipe if which != "final's" else "final", P, sizes=sizes)
+    vals = [r["val_bpb"] for r in recs]
+    return {"size": f"{c.model.n_layer} x {c.model.n_embd}", "params": build_model(c).num_params(), "seeds": len(recs),
+            "seed 0": vals[0], "val_bpb": sum(vals) / len(vals), "std": report.mean_std(vals)[1],
+            "steps": sum(r["steps"] for r in recs) / len(recs), "tokens_per_s": round(recs[0]["tokens_per_s"]),
+            "recipe": recs[0]["recipe"], "which": which}
+
+
+at_profile = ex.seeds(base_recipe, P, root=run_root)
+sweep = [size_row(at_profile, None, "profile's")]
 for sizes in ex.FINAL_SIZE_SWEEPS.get(P.name, []):
-    rec = ex.run("final", P, seed=0, root=run_root, label=f"{ladder.recipe_name('final')}-{ex.size_label(sizes)}",
-                 sizes=sizes)
-    sweep.append({"size": f"{sizes['n_layer']} x {sizes['n_embd']}",
-                  "params": build_model(resolve("final", P, sizes=sizes)).num_params(), "seeds": 1,
-                  "val_bpb": rec["val_bpb"], "seed 0": rec["val_bpb"], "steps": rec["steps"],
-                  "tokens_per_s": round(rec["tokens_per_s"]), "profile's": ""})
-sweep.sort(key=lambda s: s["params"])
-display(Markdown(report.markdown_table(sweep, ["size", "params", "steps", "tokens_per_s", "seed 0", "val_bpb", "std",
-                                               "seeds", "profile's"])))
+    rec = ex.run(base_recipe, P, seed=0, root=run_root, label=f"{base_recipe}-{ex.size_label(sizes)}", sizes=sizes)
+    sweep.append(size_row([rec], sizes, "sweep"))
+sweep.sort(key=lambda r: r["params"])
+final_runs = ex.seeds("final", P, root=run_root)
+chosen = size_row(final_runs, None, "final's") if final_recipe.sizes.get(P.name) else None
+display(Markdown(report.markdown_table(sweep + ([chosen] if chosen else []),
+                                       ["size", "recipe", "which", "params", "steps", "tokens_per_s", "seed 0",
+                                        "val_bpb", "std", "seeds"], {"steps": ".0f"})))
 fig, ax = new_figure(6.0, 3.5)
-ax.plot([s["params"] for s in sweep], [s["seed 0"] for s in sweep], "o-", color="C0", label="seed 0")
-prof = next(s for s in sweep if s["profile's"])
-ax.errorbar([prof["params"]], [prof["val_bpb"]], yerr=[prof["std"] if prof["std"] == prof["std"] else 0],
-            fmt="s", color="C3", capsize=4, label=f"profile's size, mean ± std of {prof['seeds']} seeds")
-for s in sweep:
-    ax.annotate(s["size"], (s["params"], s["seed 0"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+ax.plot([r["params"] for r in sweep], [r["seed 0"] for r in sweep], "o-", color="C0", label=f"`{base_recipe}`, seed 0")
+for r, color in [(sweep_row, "C3") for sweep_row in sweep if sweep_row["which"] == "profile's"] + (
+        [(chosen, "C2")] if chosen else []):
+    ax.errorbar([r["params"]], [r["val_bpb"]], yerr=[r["std"] if r["std"] == r["std"] else 0], fmt="s", color=color,
+                capsize=4, label=f"{r['which']} size ({r['recipe']}), mean ± std of {r['seeds']} seeds")
+for r in sweep:
+    ax.annotate(r["size"], (r["params"], r["seed 0"]), fontsize=8, xytext=(4, 4), textcoords="offset points")
 ax.set_xscale("log")
 ax.set_xlabel("parameters (network, bigram table and mixing weights)")
 ax.set_ylabel("val_bpb")
 ax.set_title(f"{P.name}: the final recipe's size at {P.budget_s:g} charged s", fontsize=9)
-ax.legend(fontsize=8)
+ax.legend(fontsize=7)
 save_figure(fig, figures / f"07_size_{P.name}.png")
 fig
 
 # %%
-spread = max(s["seed 0"] for s in sweep) - min(s["seed 0"] for s in sweep)
-best_size = min(sweep, key=lambda s: s["seed 0"])
+spread = max(r["seed 0"] for r in sweep) - min(r["seed 0"] for r in sweep)
+best_size = min(sweep, key=lambda r: r["seed 0"])
+prof = next(r for r in sweep if r["which"] == "profile's")
 display(Markdown(
     f"Seed 0 across the {len(sweep)} sizes spans {spread:.4f} bits per byte; the best single run is "
-    f"{best_size['size']} ({best_size['seed 0']:.4f}), the profile's {prof['size']} has "
-    f"{prof['seed 0']:.4f} at seed 0 and {report.pm([r['val_bpb'] for r in final_runs])} over its seeds. "
-    + ("A neighbour ahead by less than the seed spread is inside the noise: one seed cannot move the choice. "
-       if best_size is not prof and prof["seed 0"] - best_size["seed 0"] <= 2 * (prof["std"] or 0) else "")
+    f"{best_size['size']} ({best_size['seed 0']:.4f}); the profile's {prof['size']} has {prof['seed 0']:.4f} at "
+    f"seed 0 and {report.pm([r['val_bpb'] for r in at_profile])} over its seeds. "
+    + (f"The final recipe takes {chosen['size']}: {report.pm([r['val_bpb'] for r in final_runs])} over its seeds "
+       f"(the ladder below pairs it with `{base_recipe}` seed by seed). " if chosen else
+       "The final recipe keeps the profile's size. ")
     + ("The write-up's flat optimum (within 0.002) does not hold at this scale: the steps a size costs are not "
-       "bought back by what it learns in them." if spread > 0.01 else
-       "As on Trn2, the sizes land close together.")))
+       "bought back by what it learns in them." if spread > 0.01 else "As on Trn2, the sizes land close together.")))
 
 # %% [markdown]
 # ## The ladder

@@ -1,0 +1,29 @@
+"""Recipes with a size of their own, and the names `final` and `best`."""
+
+import pytest
+
+from frontier import recipes
+from frontier.errors import UserError
+from frontier.experiments import profile_with
+from frontier.recipes import get_recipe, resolve
+
+
+def test_a_recipe_can_carry_its_own_size_per_profile_and_a_sweep_goes_over_it():
+    r = recipes.NGRAM.derive("ngram-1-layer", "test", sizes={"smoke": {"n_layer": 1}})
+    assert resolve(r, "smoke").model.n_layer == 1
+    assert resolve(r, "cpu").model.n_layer == resolve("ngram", "cpu").model.n_layer  # other profiles: theirs
+    assert resolve(r, "smoke", sizes={"n_layer": 3}).model.n_layer == 3  # a sweep's size wins
+    assert r.derive("child", "test", bigram=False).sizes == r.sizes  # inherited by what is built on it
+    assert resolve(r, "smoke").digest() != resolve("ngram", "smoke").digest()
+
+
+def test_sizes_given_to_resolve_train_what_a_changed_profile_trains():
+    s = dict(n_layer=2, n_embd=128, n_head=2, n_kv_head=2)
+    assert resolve("ngram", "cpu", sizes=s).digest() == resolve("ngram", profile_with("cpu", **s)).digest()
+
+
+def test_final_and_best_are_names_for_one_recipe():
+    assert get_recipe("final") is get_recipe("best") is recipes.RECIPES[recipes.FINAL]
+    assert "final" not in recipes.RECIPES  # a name, not a recipe: its runs are recorded under the recipe's own
+    with pytest.raises(UserError, match="'final' or 'best'"):
+        get_recipe("finale")
