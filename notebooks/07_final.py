@@ -234,8 +234,10 @@ display(Markdown(
 # %% [markdown]
 # All of a ladder's runs should come from one session on one machine: a budget buys as many steps as the machine
 # gives that day, and a comparison across sessions mixes that in (chapter 05). The reuse rule sees the CPU model,
-# cores and threads, not a machine that runs slower today; the cell below shows, for each rung that has older
-# records of the same config beside the ones the ladder reads, their median step times.
+# cores and threads, not a machine that runs slower today. The ladder committed here was trained in one session;
+# where a rung already had records from an earlier session on the same CPU model, that session trained new ones
+# beside them (`frontier.experiments.run(..., reuse=False)`), and a chapter reads the newest. The cell below
+# shows, for each such rung, the median step time of the records it reads (seed 0) and of the older ones.
 
 # %%
 from frontier import records
@@ -250,8 +252,8 @@ for rung in ladder.LADDER:
     recs = [r for r in recs if r.get("status") == "finished" and r.get("config_hash") == c.digest()]
     if len(recs) > 1:
         drift.append({"rung": rung.name, "read (newest)": Path(recs[0]["run_dir"]).name,
-                      "its step s": recs[0]["step_s_median"], "older": Path(recs[1]["run_dir"]).name,
-                      "older step s": recs[1]["step_s_median"], "older cpu": recs[1]["hardware"]["cpu"]})
+                      "its step s": recs[0].get("step_s_median"), "older": Path(recs[1]["run_dir"]).name,
+                      "older step s": recs[1].get("step_s_median"), "older cpu": recs[1]["hardware"].get("cpu")})
 if drift:
     display(Markdown(report.markdown_table(drift, list(drift[0]), {"its step s": ".3f", "older step s": ".3f"})))
 else:
