@@ -14,8 +14,7 @@ UNICODE_DOC = (
 )
 
 
-# Started first: with `make test` (-n 2 --dist loadfile) its file goes to one worker at once and the other files
-# run beside it on the other.
+# Started first, so that a run cut short by a CI time limit has already told whether the book runs.
 LONGEST = ("test_every_chapter_runs_with_the_smoke_profile",)
 
 
