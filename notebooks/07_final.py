@@ -119,8 +119,8 @@ g_gate, d_gate = compare(ema_runs + gate_runs, paired=True)
 print(format_comparison(g_gate, d_gate))
 print(f"steps: ema {sum(r['steps'] for r in ema_runs) / len(ema_runs):.0f}, "
       f"gate {sum(r['steps'] for r in gate_runs) / len(gate_runs):.0f} (mean over seeds); tokens/s "
-      f"ema {sum(r['tokens_per_s'] for r in ema_runs) / len(ema_runs):,.0f}, "
-      f"gate {sum(r['tokens_per_s'] for r in gate_runs) / len(gate_runs):,.0f}")
+      f"ema {sum(r['tokens_per_s'] or 0 for r in ema_runs) / len(ema_runs):,.0f}, "
+      f"gate {sum(r['tokens_per_s'] or 0 for r in gate_runs) / len(gate_runs):,.0f}")
 g_live, d_gate_live = compare(ema_runs + gate_runs, paired=True, metric="val_bpb_live")
 print(format_comparison(g_live, d_gate_live, metric="val_bpb_live"))
 inside = [r["val_bpb_ema"] - r["val_bpb_live"] for r in ema_runs + gate_runs]
@@ -175,7 +175,7 @@ def size_row(recs, sizes, which):
     vals = [r["val_bpb"] for r in recs]
     return {"size": f"{c.model.n_layer} x {c.model.n_embd}", "params": build_model(c).num_params(), "seeds": len(recs),
             "seed 0": vals[0], "val_bpb": sum(vals) / len(vals), "std": report.mean_std(vals)[1],
-            "steps": sum(r["steps"] for r in recs) / len(recs), "tokens_per_s": round(recs[0]["tokens_per_s"]),
+            "steps": sum(r["steps"] for r in recs) / len(recs), "tokens_per_s": round(recs[0]["tokens_per_s"] or 0),
             "recipe": recs[0]["recipe"], "which": which}
 
 
