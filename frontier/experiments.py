@@ -75,7 +75,7 @@ def ngram_label(recipe: str, ngram: dict) -> str:
 
 def profile_with(profile: str | Profile, **sizes) -> Profile:
     """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = get_profile(profile)
     return dataclasses.replace(p, **sizes) if sizes else p
 
 
@@ -152,7 +152,7 @@ def run(
     gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again."""
-    prof = get_profile(profile) if isinstance(profile, str) else profile
+    prof = get_profile(profile)
     cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes)
     if isinstance(data, Dataset):
         dataset = data
@@ -189,7 +189,7 @@ def run(
 def seeds(recipe: str, profile: str | Profile, n: int | None = None, **kw) -> list[dict]:
     """`run` for seeds 0..n-1 (n defaults to the profile's `seeds`); the keywords (`label`, `sizes`, `ema`, ...)
     go to each `run`."""
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = get_profile(profile)
     return [run(recipe, p, seed=s, **kw) for s in range(n or p.seeds)]
 
 
@@ -204,7 +204,7 @@ def bench(recipes: list[str], profile: str | Profile, root: str | Path = "runs",
     """`frontier.bench.run_bench`, kept as a bench record in `ROOT/PROFILE/bench/` and read back from it."""
     from .bench import load_bench_record, run_bench
 
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = get_profile(profile)
     result = run_bench(recipes, profile=p.name, out=Path(root) / p.name / "bench", **kw)
     return load_bench_record(result["path"])
 
@@ -214,6 +214,6 @@ def table_bench(rows_list: list[int], dim: int, batch, profile: str | Profile, r
     """`frontier.bench.run_table_bench` (the bigram table's update), kept in `ROOT/PROFILE/bench/`, read back."""
     from .bench import load_bench_record, run_table_bench
 
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = get_profile(profile)
     result = run_table_bench(rows_list, dim, batch, profile=p.name, out=Path(root) / p.name / "bench", **kw)
     return load_bench_record(result["path"])

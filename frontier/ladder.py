@@ -7,8 +7,8 @@ trained; on a machine without one it has nothing to measure, and the table says 
 rung below it.
 
 `run_ladder` trains (or reuses, `frontier.experiments.run`) every rung for seeds 0..n-1 and `ladder_rows` turns
-the records into the table: per rung the mean and spread of val_bpb, and its gain over the rung below, paired by
-seed (a paired t-test, `frontier.compare.paired_test`) with the verdict of the noise rule. `write_ladder_record`
+the records into the table: per rung the mean and spread of val_bpb, and its gain over the nearest rung below
+that its recipe is built on (the final recipe skips the EMA, which was not kept), paired by seed (a paired t-test, `frontier.compare.paired_test`) with the verdict of the noise rule. `write_ladder_record`
 keeps the table beside the runs (`runs/PROFILE/ladder/CORPUS-TIME.json`), naming every run folder and the code
 that made it; the README's table is read from such a record. `frontier ladder` is the command.
 """
@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import records
 from .compare import Group, paired_test
+from .report import short_code
 
 LADDER_KIND = "ladder"
 
@@ -71,7 +72,7 @@ def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "em
     from .data import embedded_dataset
     from .profiles import get_profile
 
-    p = get_profile(profile) if isinstance(profile, str) else profile
+    p = get_profile(profile)
     data = None if corpus == "embedded" else embedded_dataset(p.vocab_size, log=log, corpus_name=corpus)
     out: dict[str, list[dict]] = {r.recipe: [] for r in LADDER if r.recipe}
     for seed in range(seeds):
@@ -95,20 +96,22 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
     rows, measured, base = [], [], None
     for rung in LADDER:
         recs = results.get(rung.recipe or "", [])
-        row = {"rung": rung.name, "recipe": recipe_name(rung.recipe) if rung.recipe else "-", "chapter": rung.chapter,
-               "change": rung.change}
+        name = recipe_name(rung.recipe) if rung.recipe else "-"
+        row = {"rung": rung.name, "recipe": name, "chapter": rung.chapter, "change": rung.change}
         if not recs:
             rows.append({**row, "note": rung.why_none or "not run"})
             continue
         g = _group(rung.recipe, recs)
-        same = next((m for m in measured if m[1] == recipe_name(rung.recipe)), None)
+        same = next((m for m in measured if m[1] == name), None)
         if same is not None:
             row["note"] = f"the same recipe as the {same[0]} rung"
         # the gain over the nearest rung below whose recipe this one is built on (a rung not kept is skipped)
         line = ancestors(rung.recipe)
         below = next((m[2] for m in reversed(measured) if m[1] in line), None)
-        row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds), steps=sum(r["steps"] for r in recs) / len(recs),
-                   runs=[_repo_path(r.get("run_dir", "")) for r in recs], code=sorted({records_code(r) for r in recs}))
+        row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds),
+                   steps=sum(r["steps"] for r in recs) / len(recs),
+                   runs=[repo_path(r.get("run_dir", "")) for r in recs],
+                   code=sorted({short_code(r.get("code")) for r in recs}))
         for key, other in (("gain", below), ("total", base)):
             if other is None:
                 continue
@@ -117,15 +120,16 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
             if key == "gain":
                 row.update(gain_std=d.diff_std, p=d.p, verdict=d.verdict, over=other.name)
         rows.append(row)
-        measured.append((rung.name, recipe_name(rung.recipe), g))
+        measured.append((rung.name, name, g))
         base = base or g
     return rows
 
 
-def _repo_path(path) -> str:
-    """A run folder as the repository names it (`runs/cpu/ngram/s0`) when a chapter reached it from notebooks/."""
-    path = str(path)
-    return path[3:] if path.startswith("../runs/") else path
+def repo_path(path) -> str:
+    """A path under a `runs` folder as the repository names it (`runs/cpu/ngram/s0`), however it was reached
+    (`../runs/...` from notebooks/, an absolute path); any other path as it is."""
+    parts = Path(str(path)).parts
+    return str(Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):])) if "runs" in parts else str(path)
 
 
 def ancestors(recipe: str) -> list[str]:
@@ -137,12 +141,6 @@ def ancestors(recipe: str) -> list[str]:
         out.append(r.parent)
         r = RECIPES[r.parent]
     return out
-
-
-def records_code(rec: dict) -> str:
-    from .report import short_code
-
-    return short_code(rec.get("code"))
 
 
 def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
@@ -176,8 +174,8 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
                 capsize=4)
     ax_gain.axhline(0, color="k", lw=0.8)
     ax_gain.set_xticks(range(len(gains)), [r["rung"] for r in gains], rotation=30, ha="right")
-    ax_gain.set_ylabel("gain over the rung below (bpb)")
-    ax_gain.set_title("green: better beyond the noise; grey: inside it; red: worse")
+    ax_gain.set_ylabel("gain over the rung it is built on (bpb)")
+    ax_gain.set_title("gain per rung (green: beyond the noise,\ngrey: inside it, red: worse)", fontsize=10)
     ax_gain.grid(alpha=0.3, axis="y")
     return fig
 
@@ -214,7 +212,7 @@ def latest_ladder_record(profile: str, corpus: str = "embedded", root: str | Pat
 
 
 LADDER_COLUMNS = {"rung": "rung", "recipe": "recipe", "n": "seeds", "mean": "val_bpb (mean)", "std": "std",
-                  "gain": "gain over the rung below", "p": "p (paired)", "verdict": "verdict", "total": "gain over baseline",
+                  "over": "built on", "gain": "gain over it", "p": "p (paired)", "verdict": "verdict", "total": "gain over baseline",
                   "note": "note"}
 
 
@@ -229,23 +227,27 @@ README_BEGIN = "<!-- ladder table: generated from {path} by frontier.ladder.read
 README_END = "<!-- end of ladder table -->"
 
 
+def plain_verdict(verdict: str) -> str:
+    """A verdict without its threshold ("better beyond the noise (p < 0.05)" -> "better beyond the noise"), for
+    tables that give p beside it."""
+    return verdict.split(" (p ")[0]
+
+
 def readme_table(record: dict) -> str:
     """The ladder record as the README shows it: one row per rung, ours with spread and verdict, the write-up's
     endpoints beside (quoted), between markers naming the record (tests/test_ladder.py checks the README holds
     exactly this for the record it names)."""
     w = record["writeup_trn2"]
     theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
-    path = str(record["path"])
-    path = path[path.index("runs/"):] if "runs/" in path else path  # as the repository names it
-    lines = [README_BEGIN.format(path=path),
-             "| rung | recipe | val_bpb here (mean ± std, seeds) | gain over the rung below (paired by seed) | "
+    lines = [README_BEGIN.format(path=repo_path(record["path"])),
+             "| rung | recipe | val_bpb here (mean ± std, seeds) | gain over the rung it is built on (paired by seed) | "
              "the write-up's (Trn2) |", "|---|---|---|---|---|"]
     for r in record["rows"]:
         if "mean" not in r:
             ours, gain = "not measured here", r.get("note", "")
         else:
             ours = (f"{r['mean']:.4f} ± {r['std']:.4f} ({r['n']})" if r["n"] > 1 else f"{r['mean']:.4f} (1)")
-            gain = "" if "gain" not in r else f"{r['gain']:+.4f}, {r['verdict']}" + (
+            gain = "" if "gain" not in r else f"{r['gain']:+.4f} over `{r['over']}`, {plain_verdict(r['verdict'])}" + (
                 f" (p = {r['p']:.3f})" if r.get("p") == r.get("p") and r.get("p") is not None else "")
         lines.append(f"| {r['rung']} | `{r['recipe']}` | {ours} | {gain} | {theirs.get(r['rung'], '')} |")
     return "\n".join(lines + [README_END])

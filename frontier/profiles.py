@@ -128,7 +128,10 @@ PROFILES: dict[str, Profile] = {
 }
 
 
-def get_profile(name: str) -> Profile:
+def get_profile(name: "str | Profile") -> Profile:
+    """The profile of that name (a `Profile` is returned as it is, so callers may take either)."""
+    if isinstance(name, Profile):
+        return name
     try:
         return PROFILES[name]
     except KeyError:

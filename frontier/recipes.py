@@ -159,7 +159,7 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
     profile's and the recipe's own size (`Recipe.sizes`).
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    p = sized_profile(r, get_profile(profile) if isinstance(profile, str) else profile, sizes)
+    p = sized_profile(r, get_profile(profile), sizes)
     f = r.features
     if ema is not None and f.ema is None:
         with_ema = ", ".join(n for n, x in RECIPES.items() if x.features.ema is not None)

@@ -225,8 +225,9 @@ display(Markdown(
 #
 # Every rung is one recipe, trained (or reused, when the current code reproduces its record) for seeds
 # 0..n-1 at the profile's budget by `frontier.ladder.run_ladder`, the seeds interleaved across rungs so that a
-# drift of the machine's speed touches every rung alike. Each gain is paired by seed against the rung below
-# (`frontier.compare.paired_test`). The NKI kernels rung changes how fast the same arithmetic runs on a NeuronCore
+# drift of the machine's speed touches every rung alike. Each gain is paired by seed against the nearest rung
+# below that the rung's recipe is built on (`frontier.compare.paired_test`; the final recipe stands on the n-gram
+# mix, not on the EMA, which was not kept). The NKI kernels rung changes how fast the same arithmetic runs on a NeuronCore
 # and nothing else; without one it has nothing to train differently, so the table says so instead of repeating the
 # rung below. Our EMA stands on the n-gram mix (chapter 05 measured it there); the write-up added its EMA first.
 # `frontier ladder --profile cpu` is the same as a command; the table is kept as a ladder record.

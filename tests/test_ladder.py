@@ -1,4 +1,4 @@
-"""The ladder's table: gains paired by seed against the rung below, verdicts, the record it is kept as."""
+"""The ladder's table: gains paired by seed against the rung each is built on, verdicts, the record it is kept as."""
 
 import json
 import math
@@ -126,3 +126,11 @@ def test_readme_table_marks_what_was_not_measured():
     table = ladder.readme_table(rec)
     assert "generated from runs/cpu/ladder/embedded-1.json" in table
     assert "| NKI kernels | `-` | not measured here |" in table and "| 1.259 |" in table and "| 0.959 |" in table
+    assert "(p < 0.05)" not in table and "over `compile`, better beyond the noise (p = " in table
+
+
+@pytest.mark.parametrize("path, named", [("../runs/cpu/ngram/s0", "runs/cpu/ngram/s0"),
+                                         ("/home/x/frontier/runs/cpu/ladder/e.json", "runs/cpu/ladder/e.json"),
+                                         ("/tmp/myruns/cpu/ngram/s0", "/tmp/myruns/cpu/ngram/s0")])
+def test_repo_path_names_run_folders_as_the_repository_does(path, named):
+    assert ladder.repo_path(path) == named
