@@ -794,6 +794,21 @@ def shard_batches(shards: list[np.ndarray], seq_len: int, folds: int, windows_pe
                 yield rows[:, :-1], rows[:, 1:], f
 
 
+def _fold_chunks(batches, positions: int = 1 << 18):
+    """The inputs of consecutive batches (x, y, fold) of one fold, concatenated into chunks of at most about
+    `positions` positions: the same positions in fewer, larger calls (small batches made the per-call cost
+    dominate)."""
+    chunk, fold, size = [], None, 0
+    for x, _, f in batches:
+        if chunk and (f != fold or size + x.numel() > positions or x.shape[1] != chunk[0].shape[1]):
+            yield torch.cat(chunk), fold
+            chunk, size = [], 0
+        chunk.append(x)
+        fold, size = f, size + x.numel()
+    if chunk:
+        yield torch.cat(chunk), fold
+
+
 @torch.no_grad()
 def false_hit_rate(ngram: NGramMix, counted, val_tokens: np.ndarray, seq_len: int, batch_size: int = 16) -> dict:
     """How often the tables report seen a validation context of length 2..K that was never counted (a false hit).
@@ -822,16 +837,25 @@ def false_hit_rate(ngram: NGramMix, counted, val_tokens: np.ndarray, seq_len: in
             val_hashes[h].append(hashes[h][valid[h]])
     distinct, where = zip(*(torch.unique(torch.cat(v), return_inverse=True) for v in val_hashes)) if H else ((), ())
     counted_in = [torch.zeros(sets, len(d), dtype=torch.bool, device=device) for d in distinct]
-    for x, _, f in counted:
+    for x, f in _fold_chunks(counted):
         hashes, valid = context_hashes(x.to(device), ngram.K)
+        # A context of length k occurs in validation only if its last k-1 tokens do: each length looks up only the
+        # positions whose shorter context matched (the same hits, far fewer lookups at the long lengths).
+        alive = valid[0].expand_as(hashes[0]).reshape(-1)
         for h in range(H):
-            if len(distinct[h]):
-                hk = hashes[h][valid[h].expand_as(hashes[h])]
-                i = torch.searchsorted(distinct[h], hk).clamp_max(len(distinct[h]) - 1)
-                hit = i[distinct[h][i] == hk]
-                counted_in[h][f, hit] = True
-                if ngram.ALL is not None:
-                    counted_in[h][ngram.ALL, hit] = True
+            flat = hashes[h].reshape(-1)
+            at = (alive & valid[h].expand_as(hashes[h]).reshape(-1)).nonzero().squeeze(1)
+            if not len(distinct[h]) or not len(at):
+                break
+            hk = flat[at]
+            i = torch.searchsorted(distinct[h], hk).clamp_max(len(distinct[h]) - 1)
+            match = distinct[h][i] == hk
+            hit = i[match]
+            counted_in[h][f, hit] = True
+            if ngram.ALL is not None:
+                counted_in[h][ngram.ALL, hit] = True
+            alive = torch.zeros_like(alive)
+            alive[at[match]] = True
     unseen, false_hits, seen, missed = ([0] * H for _ in range(4))
     for h in range(H):
         for f in range(sets):

@@ -477,10 +477,12 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
 
 
 def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInfo, log=print,
-                 weights: str | None = None, adaptive: bool = False) -> dict:
+                 weights: str | None = None, adaptive: bool = False, adaptive_batch: int = 1) -> dict:
     """Re-score a run's checkpoint on the validation split (`frontier eval`); `weights` as in `load_run_model`.
-    `adaptive`: also `val_bpb_adaptive` and `val_loss_adaptive` (`frontier.bpb.evaluate_bpb_adaptive`, window by
-    window; not the competition's score), after `val_bpb`; the run needs an n-gram model."""
+    `adaptive`: also `val_bpb_adaptive` and `val_loss_adaptive` (`frontier.bpb.evaluate_bpb_adaptive`; not the
+    competition's score), after `val_bpb`; the run needs an n-gram model. `adaptive_batch` windows are scored
+    before each count: 1, window by window, is what `frontier eval --adaptive` and the chapters report; more is
+    faster, and each window then misses the counts of the others in its batch (the chapters' smoke runs)."""
     rec = records.load_record(run_dir)
     model, cfg = load_run_model(run_dir, device.device, weights)
     if dataset is None:
@@ -495,8 +497,8 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None, device: DeviceInf
     score = score_model(model, cfg, dataset, device)
     if not adaptive:
         return score
-    a = evaluate_bpb_adaptive(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, 1, device.device,
-                              cfg.train.bpb_convention, device.autocast())
+    a = evaluate_bpb_adaptive(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, adaptive_batch,
+                              device.device, cfg.train.bpb_convention, device.autocast())
     return {**score, "val_bpb_adaptive": a["val_bpb_adaptive"], "val_loss_adaptive": a["val_loss_adaptive"]}
 
 

@@ -58,7 +58,8 @@ print(ex.code_banner())
 # `runs/PROFILE/bench/`, and the numbers below are read back from that file.
 
 # %%
-bench = ex.bench(["baseline", "compile"], P, root=run_root, steps=10 if P.name != "smoke" else 3, repeats=5, cold=True)
+bench = ex.bench(["baseline", "compile"], P, root=run_root, steps=10 if P.name != "smoke" else 3,
+                 repeats=5 if P.name != "smoke" else 2, cold=True)
 print(format_bench(bench))
 print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 
@@ -138,8 +139,8 @@ display(Markdown(report.markdown_table(rows, ["recipe", "seed", "steps", "charge
 # graph per shape, built on the first step). Does it pay? The same side-by-side bench, cold compile again:
 
 # %%
-opt_bench = ex.bench(["compile", "compile-opt"], P, root=run_root, steps=10 if P.name != "smoke" else 3, repeats=5,
-                     cold=True)
+opt_bench = ex.bench(["compile", "compile-opt"], P, root=run_root, steps=10 if P.name != "smoke" else 3,
+                     repeats=5 if P.name != "smoke" else 2, cold=True)
 print(format_bench(opt_bench))
 print(f"bench record: {opt_bench['path']}")
 plain, opt_row = opt_bench["rows"]

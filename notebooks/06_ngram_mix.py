@@ -192,7 +192,7 @@ print(f"in-sample counts: val_bpb {insample['val_bpb']:.4f}; learned scale on th
 
 # %%
 bench = ex.bench(["bigram", "ngram", "ngram-stream", "ngram-tables", "ngram-ctx"], P, root=run_root,
-                 steps=10 if P.name != "smoke" else 3, repeats=3, memory=False)
+                 steps=10 if P.name != "smoke" else 3, repeats=3 if P.name != "smoke" else 2, memory=False)
 print(format_bench(bench))
 print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 rate = {r["recipe"]: r["tokens_per_s_median"] for r in bench["rows"]}
@@ -424,12 +424,14 @@ print(f"this passage: {why['gain_bits'].sum():+.1f} bits in all over {len(pieces
 
 # %%
 device = select_device("cpu")
+adaptive_batch = 1 if P.name != "smoke" else P.eval_batch_size  # window by window; smoke only checks it runs
 adaptive = []
 scored = ["ngram-only", "ngram-only-tables", "ngram-only-ctx", "ngram-tables", "ngram-ctx"]
 for name in scored if P.name != "smoke" else ["ngram-only-ctx", "ngram-ctx"]:  # smoke: two, window by window is slow
     rec = ex.run(name, P, seed=0, root=run_root, need_checkpoint=True,
                  budget_s=budget_alone if name.startswith("ngram-only") else None)
-    score = evaluate_run(rec["run_dir"], data, device, log=lambda *a: None, adaptive=True)
+    score = evaluate_run(rec["run_dir"], data, device, log=lambda *a: None, adaptive=True,
+                         adaptive_batch=adaptive_batch)
     adaptive.append({"model": f"{name} (seed 0)", "val_bpb": score["val_bpb"],
                      "val_bpb_adaptive": score["val_bpb_adaptive"]})
 comp = compressor_bpb(data)

@@ -322,12 +322,13 @@ fig
 
 # %%
 device = select_device("cpu")
+adaptive_batch = 1 if P.name != "smoke" else P.eval_batch_size  # window by window; smoke only checks it runs
 comp_rows = []
 for corpus, d, res in (("embedded", data, results), ("stdlib-source", data2, results2)):
     comp = compressor_bpb(d)
     f0 = ex.run("final", P, seed=0, root=run_root, data=None if corpus == "embedded" else d,
                 label=ladder.corpus_label("final", corpus), need_checkpoint=True)
-    adaptive = evaluate_run(f0["run_dir"], d, device, log=lambda *a: None, adaptive=True)
+    adaptive = evaluate_run(f0["run_dir"], d, device, log=lambda *a: None, adaptive=True, adaptive_batch=adaptive_batch)
     comp_rows += [{"corpus": corpus, "model": c["compressor"], "val_bpb": c["val_bpb"]} for c in comp]
     comp_rows += [{"corpus": corpus, "model": f"{name} (mean of {len(res[name])})",
                    "val_bpb": sum(x["val_bpb"] for x in res[name]) / len(res[name])} for name in ("baseline", "final")]

@@ -185,7 +185,7 @@ def _cli(*args, **kw):
 
 
 def test_sigint_saves_and_resume_matches_an_uninterrupted_run(smoke_data, tmp_path):
-    steps = "300"
+    steps = "120"  # about 4 s of smoke steps: the SIGINT 1 s after the start lands part way
     common = ["--recipe", "baseline", "--profile", "smoke", "--data", str(smoke_data.folder), "--device", "cpu",
               "--seed", "1", "--no-progress"]
     run = tmp_path / "interrupted"
