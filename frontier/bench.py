@@ -41,7 +41,7 @@ import torch
 
 from . import distributed, records
 from .compile import CompileWatch
-from .data import Dataset, embedded_dataset
+from .data import Dataset, profile_dataset
 from .dataloader import TrainLoader
 from .devices import DeviceInfo, select_device
 from .ema import WeightEMA
@@ -171,7 +171,7 @@ def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps
         raise UserError("warmup_steps cannot be passed to the jobs of a bench over process counts",
                         "leave it at its default (the recipe's uncharged steps)")
     prof = get_profile(profile)
-    dataset = Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log)  # prepared before any job
+    dataset = Dataset(data) if data else profile_dataset(prof, log=log)  # prepared before any job
     for n in counts:
         distributed.check_batch(prof.batch_size, n)
     jobs, rows = [], []
@@ -226,7 +226,7 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
     dist, dev = distributed.init(select_device(device))
     if not dist.is_main:
         log = lambda *a, **k: None  # noqa: E731 -- rank 0 speaks for the job
-    dataset = dist.main_first(lambda: Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log))
+    dataset = dist.main_first(lambda: Dataset(data) if data else profile_dataset(prof, log=log))
     entries = []
     for r in recipes:
         e = build_entry(r, prof, dev, dataset, dist, kernels)

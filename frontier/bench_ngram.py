@@ -29,7 +29,7 @@ import torch
 
 from . import records
 from .bench import _python_call, new_record_path, record_header, write_bench_record
-from .data import Dataset, embedded_dataset
+from .data import Dataset, profile_dataset
 from .errors import UserError
 from .ngram import NGramMix, shard_batches
 from .profiles import get_profile
@@ -70,7 +70,7 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
     prof = get_profile(profile)
     if resolve(recipe, prof).model.ngram is None:
         raise UserError(f"recipe {recipe!r} has no n-gram model", "pass a recipe with one, e.g. --recipe ngram")
-    dataset = Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log)
+    dataset = Dataset(data) if data else profile_dataset(prof, log=log)
     cfg = resolve(recipe, prof, vocab_size=dataset.vocab_size)  # the model takes the data's vocabulary
     ng = cfg.model.ngram if check_bits is None else dataclasses.replace(cfg.model.ngram, check_bits=check_bits)
     shards, seq_len, V = dataset.train_tokens(), cfg.train.seq_len, cfg.model.vocab_size

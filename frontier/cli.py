@@ -34,11 +34,12 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def _load_dataset(data: str | None, vocab_size: int):
-    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus at `vocab_size`."""
+def _load_dataset(data: str | None, vocab_size: int, max_bytes: int | None = None):
+    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus at `vocab_size` (its
+    first documents up to `max_bytes` where the profile cuts it)."""
     from .data import Dataset, embedded_dataset
 
-    return Dataset(data) if data else embedded_dataset(vocab_size)
+    return Dataset(data) if data else embedded_dataset(vocab_size, max_bytes=max_bytes)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -54,7 +55,8 @@ def cmd_prepare(a) -> int:
     vocab_size = profile.vocab_size if a.vocab_size is None else a.vocab_size
     shrink = a.vocab_size is None and not profile.fixed_vocab
     ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
-                 seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus)
+                 seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus,
+                 corpus_bytes=None if a.text else profile.corpus_bytes)
     m = ds.manifest
     print(f"dataset: {ds.folder} (vocabulary {ds.vocab_size}, train {m['train']['tokens']:,} tokens, "
           f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,})")
@@ -124,12 +126,14 @@ def cmd_train(a) -> int:
         resumed = RunConfig.from_dict(rec["config"])
         data, vocab_size, nproc = a.data or rec["data"]["folder"], resumed.model.vocab_size, a.nproc or rec.get(
             "world_size", 1)
+        max_bytes = None
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
         ema, ngram = _ema_override(a, recipe), _ngram_override(a)
         data, vocab_size, nproc = a.data, profile.vocab_size, a.nproc or profile.nproc
+        max_bytes = profile.corpus_bytes
 
     def config(dataset, kernels):
         return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
@@ -139,7 +143,7 @@ def cmd_train(a) -> int:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     if nproc > 1 and not distributed.launched():  # the launcher: check what can be checked here, then torchrun
-        dataset = _load_dataset(data, vocab_size)  # prepared once, before the ranks open it
+        dataset = _load_dataset(data, vocab_size, max_bytes)  # prepared once, before the ranks open it
         cfg = resumed if a.resume else config(dataset, a.kernels or "reference")  # bad input fails here
         distributed.check_batch(cfg.train.batch_size, nproc)
         run_dir = Path(a.resume or a.out or default_run_dir(cfg))
@@ -151,7 +155,8 @@ def cmd_train(a) -> int:
     if dist.enabled and a.nproc and a.nproc != dist.world_size:
         raise UserError(f"--nproc {a.nproc} but torchrun started {dist.world_size} processes",
                         "drop --nproc under torchrun, or pass torchrun's --nproc-per-node")
-    dataset = dist.main_first(lambda: _load_dataset(data, vocab_size))  # rank 0 prepares, the others open
+    # rank 0 prepares, the others open
+    dataset = dist.main_first(lambda: _load_dataset(data, vocab_size, max_bytes))
     if a.resume:
         cfg, run_dir, seed = resumed, Path(a.resume), rec["seed"]
     else:

@@ -64,9 +64,11 @@ class _Source:
     text: Sequence[str] | None
     val_text: Sequence[str] | None
     corpus: str = "embedded"  # the named corpus (`corpus.CORPORA`) read when there is no `text`
+    max_bytes: int | None = None  # only the named corpus's first documents, up to this many bytes (None: all)
 
     def __post_init__(self):
-        self.embedded = corpus.corpus_documents(self.corpus) if not self.text else None
+        named = None if self.text else corpus.corpus_documents(self.corpus)
+        self.embedded = None if self.text else _first_bytes(named, self.max_bytes)
         self.train_files = [f for p in self.text for f in corpus.document_files(p)] if self.text else []
         self.val_files = [f for p in self.val_text for f in corpus.document_files(p)] if self.val_text else []
 
@@ -87,14 +89,29 @@ class _Source:
             return [{"path": str(f), "sha256": _sha256_file(f), "bytes": f.stat().st_size} for f in fs]
 
         named = {"corpus": self.corpus} if self.corpus != "embedded" and not self.text else {}  # embedded: as before
+        cut = {"corpus_bytes": self.max_bytes} if self.max_bytes is not None and not self.text else {}
         return {
             **named,
+            **cut,
             "embedded": corpus.embedded_corpus_info(self.embedded) if self.embedded is not None else None,
             "text": [str(p) for p in self.text] if self.text else [],
             "val_text": [str(p) for p in self.val_text] if self.val_text else [],
             "train_files": files(self.train_files),
             "val_files": files(self.val_files),
         }
+
+
+def _first_bytes(docs: list, max_bytes: int | None) -> list:
+    """The first documents whose UTF-8 text adds up to at most `max_bytes` (at least one; None: all)."""
+    if max_bytes is None:
+        return docs
+    out, total = [], 0
+    for d in docs:
+        total += len(d.text.encode("utf-8"))
+        if out and total > max_bytes:
+            break
+        out.append(d)
+    return out
 
 
 def _sha256_file(path: Path) -> str:
@@ -118,9 +135,11 @@ def prepare(
     log: Callable[[str], None] = print,
     shrink_vocab: bool = False,
     corpus_name: str = "embedded",
+    corpus_bytes: int | None = None,
 ) -> "Dataset":
     """Build the dataset folder `out` from `text` (default: the named corpus `corpus_name`, `corpus.CORPORA`: the
-    embedded one, or the standard library's source) with a `vocab_size` tokenizer.
+    embedded one, or the standard library's source) with a `vocab_size` tokenizer; `corpus_bytes`: only the named
+    corpus's first documents up to that many bytes (the smoke profile's tiny data).
 
     When the train split is too small for `vocab_size`: with `shrink_vocab`, the tokenizer takes the largest size
     that works (and says so through `log`); without, a `UserError` names that size.
@@ -130,6 +149,9 @@ def prepare(
         raise UserError(f"both --corpus {corpus_name} and --text were given", "pass one: a named corpus or your files")
     if corpus_name not in corpus.CORPORA:
         raise UserError(f"unknown corpus {corpus_name!r}", f"choose one of {', '.join(corpus.CORPORA)}")
+    if corpus_bytes is not None and (text or corpus_bytes < 1):
+        raise UserError(f"corpus_bytes={corpus_bytes} cuts a named corpus to its first documents up to that size",
+                        "pass a positive number, and no text files with it")
     if not 0.0 < val_fraction < 1.0:
         raise UserError(f"--val-fraction must be between 0 and 1 (got {val_fraction})", "pass e.g. --val-fraction 0.05")
     if not 256 + 2 < vocab_size <= 65535:
@@ -145,8 +167,8 @@ def prepare(
     except OSError as e:
         raise UserError(f"cannot write to {str(parent)!r} ({e.strerror})", "choose a writable --out folder") from None
     try:
-        manifest = _prepare_into(work, _Source(text, val_text, corpus_name), val_fraction, vocab_size, shrink_vocab,
-                                 seed, log)
+        manifest = _prepare_into(work, _Source(text, val_text, corpus_name, corpus_bytes), val_fraction, vocab_size,
+                                 shrink_vocab, seed, log)
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
         if out.exists():
             out.rmdir()
@@ -299,16 +321,27 @@ class Dataset:
 
 
 def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: Path | None = None,
-                     corpus_name: str = "embedded") -> Dataset:
+                     corpus_name: str = "embedded", max_bytes: int | None = None) -> Dataset:
     """The embedded corpus (or another named one, `corpus.CORPORA`) prepared for `vocab_size`, cached under
-    ~/.cache/frontier/data (built on first use)."""
+    ~/.cache/frontier/data (built on first use); `max_bytes`: only its first documents up to that many bytes (a
+    folder of its own)."""
     root = root or cache_dir() / "data"
-    folder = root / f"{corpus_name}-py{sys.version.split()[0]}-v{vocab_size}"
+    cut = f"-b{max_bytes}" if max_bytes else ""
+    folder = root / f"{corpus_name}-py{sys.version.split()[0]}-v{vocab_size}{cut}"
     if not (folder / MANIFEST).exists():
         log(f"prepare: building the {corpus_name} corpus for vocabulary {vocab_size} in {folder}")
         try:
-            prepare(folder, vocab_size=vocab_size, log=log, corpus_name=corpus_name)
+            prepare(folder, vocab_size=vocab_size, log=log, corpus_name=corpus_name, corpus_bytes=max_bytes)
         except UserError as e:
             if "already holds a dataset" not in e.problem:  # another process finished it first
                 raise
     return Dataset(folder)
+
+
+def profile_dataset(profile, log: Callable[[str], None] = print, corpus_name: str = "embedded") -> Dataset:
+    """The named corpus as `profile` (a name or a `Profile`) trains on: at its vocabulary, cut to its
+    first documents up to its `corpus_bytes` where it sets them (smoke: tiny data)."""
+    from .profiles import get_profile
+
+    p = get_profile(profile)
+    return embedded_dataset(p.vocab_size, log=log, corpus_name=corpus_name, max_bytes=p.corpus_bytes)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import records, replay, report
 from .config import EMAConfig, RunConfig
-from .data import Dataset, embedded_dataset
+from .data import Dataset, profile_dataset
 from .devices import select_device
 from .profiles import Profile, get_profile
 from .recipes import resolve
@@ -157,7 +157,7 @@ def run(
     if isinstance(data, Dataset):
         dataset = data
     else:
-        dataset = Dataset(data) if data else embedded_dataset(cfg.model.vocab_size, log=log)
+        dataset = Dataset(data) if data else profile_dataset(prof, log=log)
     dev = select_device(device)
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}

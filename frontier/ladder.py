@@ -69,11 +69,11 @@ def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "em
     recipe -> records, in seed order. Seeds are interleaved across rungs (seed 0 of every rung, then seed 1),
     so a drift of the machine's speed during the session touches every rung alike."""
     from . import experiments as ex
-    from .data import embedded_dataset
+    from .data import profile_dataset
     from .profiles import get_profile
 
     p = get_profile(profile)
-    data = None if corpus == "embedded" else embedded_dataset(p.vocab_size, log=log, corpus_name=corpus)
+    data = None if corpus == "embedded" else profile_dataset(p, log=log, corpus_name=corpus)
     out: dict[str, list[dict]] = {r.recipe: [] for r in LADDER if r.recipe}
     for seed in range(seeds):
         for recipe in out:

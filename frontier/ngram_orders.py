@@ -24,7 +24,7 @@ import torch
 from . import records
 from .bench import new_record_path, record_header, write_bench_record
 from .bpb import evaluate_bpb
-from .data import Dataset, embedded_dataset
+from .data import Dataset, profile_dataset
 from .errors import UserError
 from .ngram import NGramOnly, false_hit_rate, shard_batches
 from .profiles import get_profile
@@ -96,7 +96,7 @@ def run_order_curve(profile: str = "cpu", recipe: str = "ngram-only", variants: 
     arguments = {"profile": prof.name, "recipe": recipe, "variants": variants, "orders": orders,
                  "data": None if isinstance(data, Dataset) else data}
     path = new_record_path(out, "ngram-orders", [recipe]) if out is not None else None
-    dataset = data if isinstance(data, Dataset) else (Dataset(data) if data else embedded_dataset(prof.vocab_size, log=log))
+    dataset = data if isinstance(data, Dataset) else (Dataset(data) if data else profile_dataset(prof, log=log))
     cfg = resolve(recipe, prof, vocab_size=dataset.vocab_size)
     K = cfg.model.ngram.max_order
     orders = [k for k in ORDERS if k <= K] if orders is None else orders

@@ -41,6 +41,7 @@ class Profile:
     startup_allowance_s: float = 900.0
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
     nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.distributed)
+    corpus_bytes: int | None = None  # the named corpora cut to their first documents up to N bytes (smoke: tiny data)
 
 
 PROFILES: dict[str, Profile] = {
@@ -64,6 +65,7 @@ PROFILES: dict[str, Profile] = {
             eval_batch_size=16,
             seeds=2,
             uncharged_steps=2,
+            corpus_bytes=400_000,  # a quarter of the embedded corpus: CI checks that the chapters run, not what they find
         ),
         Profile(
             name="cpu",

@@ -42,7 +42,7 @@ from frontier import report
 from frontier.bpb import score_text
 from frontier.compare import compare, format_comparison
 from frontier.compressors import compressor_bpb
-from frontier.data import embedded_dataset
+from frontier.data import profile_dataset
 from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.optim import Optimizers
 from frontier.profiles import get_profile
@@ -51,7 +51,7 @@ from frontier.trainer import build_model, load_run_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
-data = embedded_dataset(P.vocab_size)
+data = profile_dataset(P)
 print(f"profile {P.name}: {P.summary}")
 print(ex.code_banner())
 

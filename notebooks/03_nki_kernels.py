@@ -52,7 +52,7 @@ from frontier import report
 from frontier.bench import format_bench
 from frontier.bench_head import format_head_bench, run_head_bench
 from frontier.cli import main as frontier_cli
-from frontier.data import embedded_dataset
+from frontier.data import profile_dataset
 from frontier.figures import new_figure, save_figure
 from frontier.gpt import GPT
 from frontier.kernels import interpreted, ops, status
@@ -228,7 +228,7 @@ print("\n".join(src[start:start + 40]))
 
 # %%
 cfg = resolve("baseline", P)
-data = embedded_dataset(cfg.model.vocab_size, log=lambda *a: None)
+data = profile_dataset(P, log=lambda *a: None)
 torch.manual_seed(0)
 model = GPT(cfg.model, cfg.train.seq_len, cfg.train.batch_size)
 tokens = torch.from_numpy(data.train_tokens()[0][: cfg.train.batch_size * cfg.train.seq_len + 1].astype("int64"))

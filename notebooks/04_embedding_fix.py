@@ -42,7 +42,7 @@ from frontier import report
 from frontier.bench import format_bench
 from frontier.bigram import sparseadam_fit, touched_rows, travel_after_one_touch
 from frontier.compare import compare, format_comparison
-from frontier.data import embedded_dataset
+from frontier.data import profile_dataset
 from frontier.dataloader import TrainLoader
 from frontier.figures import new_figure, save_figure
 from frontier.profiles import get_profile
@@ -51,7 +51,7 @@ from frontier.trainer import build_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
-data = embedded_dataset(P.vocab_size)
+data = profile_dataset(P)
 cfg = resolve("bigram", P)
 table_weights = cfg.model.bigram.rows * cfg.model.n_embd
 print(ex.code_banner())

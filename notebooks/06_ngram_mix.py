@@ -84,7 +84,7 @@ from frontier.bench import format_bench
 from frontier.bench_ngram import format_ngram_bench, run_ngram_bench
 from frontier.compare import compare, format_comparison
 from frontier.compressors import compressor_bpb
-from frontier.data import embedded_dataset
+from frontier.data import profile_dataset
 from frontier.dataloader import TrainLoader, eval_windows
 from frontier.devices import select_device
 from frontier.figures import new_figure, save_figure
@@ -96,7 +96,7 @@ from frontier.trainer import build_model, evaluate_run, load_run_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
-data = embedded_dataset(P.vocab_size)
+data = profile_dataset(P)
 print(ex.code_banner())
 for name in ("ngram", "ngram-tables", "ngram-ctx"):
     n = resolve(name, P).model.ngram

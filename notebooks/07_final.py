@@ -42,7 +42,7 @@ from frontier import experiments as ex
 from frontier import ladder, recipes, report
 from frontier.compare import compare, format_comparison
 from frontier.compressors import compressor_bpb
-from frontier.data import embedded_dataset
+from frontier.data import profile_dataset
 from frontier.devices import select_device
 from frontier.figures import new_figure, save_figure
 from frontier.profiles import get_profile
@@ -51,7 +51,7 @@ from frontier.trainer import build_model, evaluate_run
 
 P = get_profile(profile)
 figures = Path(figures_dir)
-data = embedded_dataset(P.vocab_size)
+data = profile_dataset(P)
 print(f"profile {P.name}: {P.summary}")
 print(ex.code_banner())
 
@@ -297,7 +297,7 @@ display(Markdown(report.markdown_table([
 # changes carry over to other text, not by how much beyond doubt.
 
 # %%
-data2 = embedded_dataset(P.vocab_size, corpus_name="stdlib-source")
+data2 = profile_dataset(P, corpus_name="stdlib-source")
 for name, d in (("embedded", data), ("stdlib-source", data2)):
     print(f"{name}: {d.manifest['train']['documents']:,} train documents, {d.manifest['train']['tokens']:,} train "
           f"tokens; {d.manifest['val']['documents']:,} validation documents, {d.manifest['val']['tokens']:,} tokens, "

@@ -183,3 +183,18 @@ def test_the_stdlib_source_corpus_is_code_and_fixed(monkeypatch, tmp_path):
         prepare(tmp_path / "x", corpus_name="novels", log=lambda m: None)
     with pytest.raises(UserError, match="both --corpus"):
         prepare(tmp_path / "y", text=[str(tmp_path)], corpus_name="stdlib-source", log=lambda m: None)
+
+
+def test_the_smoke_profile_trains_on_the_first_documents_of_a_named_corpus(tmp_path, corpus_dir):
+    from frontier.data import prepare
+    from frontier.errors import UserError
+    from frontier.profiles import get_profile
+
+    cap = get_profile("smoke").corpus_bytes
+    assert cap and get_profile("cpu").corpus_bytes is None  # the chapters' numbers come from whole corpora
+    ds = prepare(tmp_path / "cut", vocab_size=300, corpus_bytes=60_000, log=lambda m: None)
+    m = ds.manifest
+    assert m["sources"]["corpus_bytes"] == 60_000
+    assert 0 < m["train"]["bytes"] + m["val"]["bytes"] <= 60_000 and m["train"]["documents"] > 1
+    with pytest.raises(UserError, match="corpus_bytes"):
+        prepare(tmp_path / "both", text=[str(corpus_dir)], vocab_size=300, corpus_bytes=60_000, log=lambda m: None)
