@@ -59,7 +59,7 @@ print(ex.code_banner())
 
 # %%
 bench = ex.bench(["baseline", "compile"], P, root=run_root, steps=10 if P.name != "smoke" else 3,
-                 repeats=5 if P.name != "smoke" else 2, cold=True)
+                 repeats=5 if P.name != "smoke" else 2, cold=True, memory=P.name != "smoke")
 print(format_bench(bench))
 print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 
@@ -140,7 +140,7 @@ display(Markdown(report.markdown_table(rows, ["recipe", "seed", "steps", "charge
 
 # %%
 opt_bench = ex.bench(["compile", "compile-opt"], P, root=run_root, steps=10 if P.name != "smoke" else 3,
-                     repeats=5 if P.name != "smoke" else 2, cold=True)
+                     repeats=5 if P.name != "smoke" else 2, cold=True, memory=P.name != "smoke")
 print(format_bench(opt_bench))
 print(f"bench record: {opt_bench['path']}")
 plain, opt_row = opt_bench["rows"]

@@ -174,7 +174,7 @@ print(f"at {sa['rows']:,} rows: torch SparseAdam {sa['torch_sparseadam_ms']:.2f}
 
 # %%
 bench = ex.bench(["compile", "bigram", "bigram-dense"], P, root=run_root, steps=10 if P.name != "smoke" else 3,
-                 repeats=3 if P.name != "smoke" else 2)
+                 repeats=3 if P.name != "smoke" else 2, memory=P.name != "smoke")
 print(format_bench(bench))
 print(f"bench record: {bench['path']}")
 
