@@ -51,7 +51,7 @@ def test_recipes_and_profiles_list_one_line_each():
     assert code == 0 and {l.split()[0] for l in out.splitlines()} == {"smoke", "cpu", "gpu", "trn2"}
 
 
-def test_prepare_train_eval_compare_on_own_text(tmp_path, corpus_dir):
+def test_prepare_train_eval_compare_on_own_text(tmp_path, corpus_dir, capsys):
     data = tmp_path / "data"
     code, out, err = run_cli("prepare", "--out", str(data), "--text", str(corpus_dir), "--vocab-size", "512")
     assert code == 0, err
@@ -64,14 +64,14 @@ def test_prepare_train_eval_compare_on_own_text(tmp_path, corpus_dir):
         last = out.strip().splitlines()[-1]
         assert last.startswith("val_bpb=") and float(last.split("=")[1]) > 0
         runs.append(str(run))
-    code, out, err = run_cli("eval", "--run", runs[0], "--device", "cpu")
+    code, out, err = main_cli(capsys, "eval", "--run", runs[0], "--device", "cpu")  # in this process: faster
     assert code == 0, err
     assert out.strip().splitlines()[-1] == last.replace(last, out.strip().splitlines()[-1])
     import json
 
     rec = json.loads((tmp_path / "run0" / "result.json").read_text())
     assert abs(float(out.strip().splitlines()[-1].split("=")[1]) - rec["val_bpb"]) < 1e-6
-    code, out, err = run_cli("compare", *runs)
+    code, out, err = main_cli(capsys, "compare", *runs)
     assert code == 0, err
     assert "baseline" in out and "  2 " in out
 
