@@ -34,12 +34,12 @@ def _positive_int(s: str) -> int:
     return v
 
 
-def _load_dataset(data: str | None, vocab_size: int, max_bytes: int | None = None):
-    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus at `vocab_size` (its
-    first documents up to `max_bytes` where the profile cuts it)."""
-    from .data import Dataset, embedded_dataset
+def _load_dataset(data: str | None, profile):
+    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus as `profile` trains on
+    (`frontier.data.profile_dataset`)."""
+    from .data import Dataset, profile_dataset
 
-    return Dataset(data) if data else embedded_dataset(vocab_size, max_bytes=max_bytes)
+    return Dataset(data) if data else profile_dataset(profile)
 
 
 # ----------------------------------------------------------------------------- commands
@@ -124,16 +124,14 @@ def cmd_train(a) -> int:
 
         rec = load_record(a.resume)
         resumed = RunConfig.from_dict(rec["config"])
-        data, vocab_size, nproc = a.data or rec["data"]["folder"], resumed.model.vocab_size, a.nproc or rec.get(
-            "world_size", 1)
-        max_bytes = None
+        # a resumed run reads its own data folder, so no profile is needed to find it
+        data, profile, nproc = a.data or rec["data"]["folder"], None, a.nproc or rec.get("world_size", 1)
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
         ema, ngram = _ema_override(a, recipe), _ngram_override(a)
-        data, vocab_size, nproc = a.data, profile.vocab_size, a.nproc or profile.nproc
-        max_bytes = profile.corpus_bytes
+        data, nproc = a.data, a.nproc or profile.nproc
 
     def config(dataset, kernels):
         return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
@@ -143,7 +141,7 @@ def cmd_train(a) -> int:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     if nproc > 1 and not distributed.launched():  # the launcher: check what can be checked here, then torchrun
-        dataset = _load_dataset(data, vocab_size, max_bytes)  # prepared once, before the ranks open it
+        dataset = _load_dataset(data, profile)  # prepared once, before the ranks open it
         cfg = resumed if a.resume else config(dataset, a.kernels or "reference")  # bad input fails here
         distributed.check_batch(cfg.train.batch_size, nproc)
         run_dir = Path(a.resume or a.out or default_run_dir(cfg))
@@ -156,7 +154,7 @@ def cmd_train(a) -> int:
         raise UserError(f"--nproc {a.nproc} but torchrun started {dist.world_size} processes",
                         "drop --nproc under torchrun, or pass torchrun's --nproc-per-node")
     # rank 0 prepares, the others open
-    dataset = dist.main_first(lambda: _load_dataset(data, vocab_size, max_bytes))
+    dataset = dist.main_first(lambda: _load_dataset(data, profile))
     if a.resume:
         cfg, run_dir, seed = resumed, Path(a.resume), rec["seed"]
     else:

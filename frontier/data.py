@@ -67,8 +67,7 @@ class _Source:
     max_bytes: int | None = None  # only the named corpus's first documents, up to this many bytes (None: all)
 
     def __post_init__(self):
-        named = None if self.text else corpus.corpus_documents(self.corpus)
-        self.embedded = None if self.text else _first_bytes(named, self.max_bytes)
+        self.embedded = None if self.text else _first_bytes(corpus.corpus_documents(self.corpus), self.max_bytes)
         self.train_files = [f for p in self.text for f in corpus.document_files(p)] if self.text else []
         self.val_files = [f for p in self.val_text for f in corpus.document_files(p)] if self.val_text else []
 
