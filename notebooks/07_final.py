@@ -94,12 +94,14 @@ print(f"recipe final = {recipes.BEST!r} is `best`: {get_recipe('best').name}")
 
 # %% [markdown]
 # What the final recipe leaves out, and where the book showed it did not earn its place at equal budget: the
-# compiled optimiser step (chapter 02: not faster here), the dense bigram update (chapter 04: the slow path the
-# fix replaces), counting the n-grams from batches as they stream past (chapter 06: no better than counting the
-# shards up front), the n-gram model's better tables and per-context mixing (chapter 06: better alone, worse mixed
-# with the network at this budget), and data parallelism on two cores (chapter 02: two processes of one thread
-# take fewer steps than one of two). The EMA and gated attention are measured next; the final recipe keeps
-# neither if they do not help here.
+# compiled optimiser step (chapter 02: not faster here), the dense bigram update (chapter 04: the slow path the fix
+# replaces at the write-up's 2^19 rows; at this profile's 2^16 rows it took about 2% more time per step than the
+# lazy update and trained *better* at equal steps in chapter 04's latest execution, so it, or a higher table
+# learning rate, is the next candidate here, not yet measured at equal budget), counting the n-grams from batches
+# as they stream past (chapter 06: no better than counting the shards up front), the n-gram model's better tables
+# and per-context mixing (chapter 06: better alone, worse mixed with the network at this budget), and data
+# parallelism on two cores (chapter 02: two processes of one thread take fewer steps than one of two). The EMA and
+# gated attention are measured next; the final recipe keeps neither if they do not help here.
 
 # %% [markdown]
 # ## Gated attention and the EMA, measured
