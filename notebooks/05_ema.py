@@ -116,8 +116,8 @@ fig
 # %% [markdown]
 # Source (b) is larger than it looks when its runs were trained on different days: the same seed and budget
 # reached different step counts above, because the record trained in an earlier session ran at another speed
-# than the repeats trained with this execution (the tokens/s are printed side by side; on this machine the speed
-# has moved by a fifth between sessions, and a run that takes more steps in the same budget scores better). A
+# than the repeats trained with this execution (the tokens/s are printed side by side: here they differ by up to
+# 16%, and a run that takes more steps in the same budget scores better). A
 # comparison between runs trained in different sessions carries that drift of the machine; a comparison inside
 # one run does not.
 
