@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from .corpus import CORPORA
+from .data.corpus import CORPORA
 from .errors import UserError
 
 
@@ -36,8 +36,8 @@ def _positive_int(s: str) -> int:
 
 def _load_dataset(data: str | None, profile):
     """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus as `profile` trains on
-    (`frontier.data.profile_dataset`)."""
-    from .data import Dataset, profile_dataset
+    (`frontier.data.dataset.profile_dataset`)."""
+    from .data.dataset import Dataset, profile_dataset
 
     return Dataset(data) if data else profile_dataset(profile)
 
@@ -48,7 +48,7 @@ def _load_dataset(data: str | None, profile):
 def cmd_prepare(a) -> int:
     """`--vocab-size`, or the profile's vocabulary; only the profile's default may step down to the largest size
     the text allows (not for a profile that fixes its vocabulary: trn2)."""
-    from .data import prepare
+    from .data.dataset import prepare
     from .profiles import get_profile
 
     profile = get_profile(a.profile)
@@ -100,13 +100,13 @@ def _ngram_override(a) -> dict | None:
 
 def cmd_train(a) -> int:
     """One process, or data parallelism: with N > 1 processes (--nproc, the profile's `nproc`, or a resumed run's
-    `world_size`) this process launches torchrun and waits (`frontier.distributed.launch`); under torchrun each
+    `world_size`) this process launches torchrun and waits (`frontier.train.distributed.launch`); under torchrun each
     rank trains its share of every batch and rank 0 speaks for the job."""
-    from . import distributed
     from .devices import select_device
     from .profiles import get_profile
     from .recipes import get_recipe, resolve
-    from .trainer import train
+    from .train import distributed
+    from .train.trainer import train
 
     label = None
     if a.resume and a.kernels:
@@ -159,11 +159,11 @@ def cmd_train(a) -> int:
         cfg, run_dir, seed = resumed, Path(a.resume), rec["seed"]
     else:
         if ema is not None:  # a variant of the recipe: its label names the setting
-            from .experiments import ema_label
+            from .study.experiments import ema_label
 
             label = ema_label(ema)
         if ngram is not None:
-            from .experiments import ngram_label
+            from .study.experiments import ngram_label
 
             label = ngram_label(label or recipe.name, ngram)
         # the model takes the data's vocabulary
@@ -195,11 +195,11 @@ def cmd_train(a) -> int:
 
 def cmd_eval(a) -> int:
     from .devices import select_device
-    from .trainer import evaluate_run
+    from .train.trainer import evaluate_run
 
     dataset = None
     if a.data:
-        from .data import Dataset
+        from .data.dataset import Dataset
 
         dataset = Dataset(a.data)
     score = evaluate_run(a.run, dataset, select_device(a.device), weights=a.weights, adaptive=a.adaptive)
@@ -214,7 +214,7 @@ def cmd_eval(a) -> int:
 
 
 def cmd_compare(a) -> int:
-    from .compare import compare, format_comparison
+    from .study.compare import compare, format_comparison
 
     groups, diffs = compare(a.runs, by=a.by, metric=a.metric, paired=a.paired)
     print(format_comparison(groups, diffs, a.metric))
@@ -222,10 +222,10 @@ def cmd_compare(a) -> int:
 
 
 def cmd_replay(a) -> int:
-    from .data import Dataset
+    from .data.dataset import Dataset
     from .devices import select_device
     from .records import load_record
-    from .replay import verify
+    from .study.replay import verify
 
     device, failed = select_device(a.device), 0
     for run in a.runs:
@@ -263,8 +263,8 @@ def cmd_kernels(a) -> int:
     from .kernels import status
 
     if a.roofline:
-        from .bench import default_record_dir, write_bench_record
-        from .kernels.roofline import format_roofline, record_path, roofline
+        from .records import default_record_dir, write_bench_record
+        from .study.roofline import format_roofline, record_path, roofline
 
         path = record_path(a.out or default_record_dir(a.roofline), a.roofline, a.layers, a.width)
         result = roofline(a.roofline, n_layer=a.layers, n_embd=a.width)
@@ -273,8 +273,8 @@ def cmd_kernels(a) -> int:
         print(f"roofline record: {write_bench_record(result, path)}")
         return 0
     if a.census:
-        from .bench import default_record_dir, new_record_path, write_bench_record
-        from .kernels.census import census, format_census
+        from .records import default_record_dir, new_record_path, write_bench_record
+        from .study.census import census, format_census
 
         result = census(a.census, ops=a.ops.split(",") if a.ops else None)
         result["command"] = sys.argv
@@ -299,13 +299,14 @@ def cmd_kernels(a) -> int:
 
 
 def cmd_book(a) -> int:
-    from .book import run_book
+    from .study.book import run_book
 
     return run_book(profile=a.profile, chapters=a.chapters, out=a.out, in_place=a.in_place)
 
 
 def cmd_bench(a) -> int:
-    from .bench import cli_command, default_record_dir, format_bench, run_bench
+    from .records import cli_command, default_record_dir
+    from .study.bench import format_bench, run_bench
 
     nproc = None
     if a.nproc is not None:
@@ -330,9 +331,9 @@ def cmd_bench(a) -> int:
 
 
 def cmd_bench_head(a) -> int:
-    from .bench import cli_command, default_record_dir
-    from .bench_head import format_head_bench, run_head_bench
     from .profiles import get_profile
+    from .records import cli_command, default_record_dir
+    from .study.bench_head import format_head_bench, run_head_bench
 
     names = [n.strip() for n in a.profiles.split(",") if n.strip()]
     for n in names:
@@ -347,8 +348,8 @@ def cmd_bench_head(a) -> int:
 
 
 def cmd_ngram_orders(a) -> int:
-    from .bench import cli_command, default_record_dir
-    from .ngram_orders import format_order_curve, run_order_curve
+    from .records import cli_command, default_record_dir
+    from .study.ngram_orders import format_order_curve, run_order_curve
 
     command = cli_command("ngram-orders", [], {"--profile": a.profile, "--recipe": a.recipe, "--data": a.data})
     result = run_order_curve(a.profile, a.recipe, data=a.data, out=a.out or default_record_dir(a.profile),
@@ -359,8 +360,8 @@ def cmd_ngram_orders(a) -> int:
 
 
 def cmd_bench_ngram(a) -> int:
-    from .bench import cli_command, default_record_dir
-    from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
+    from .records import cli_command, default_record_dir
+    from .study.bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
 
     variants = VARIANTS if not a.no_reference else ("numpy", "numpy-serial")
     command = cli_command("bench-ngram", [], {"--profile": a.profile, "--recipe": a.recipe,
@@ -375,8 +376,8 @@ def cmd_bench_ngram(a) -> int:
 
 
 def cmd_ladder(a) -> int:
-    from .ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
     from .profiles import get_profile
+    from .study.ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
 
     p = get_profile(a.profile)
     results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
@@ -392,8 +393,9 @@ def cmd_ladder(a) -> int:
 def cmd_bench_table(a) -> int:
     import torch
 
-    from .bench import cli_command, default_record_dir, format_table_bench, run_table_bench
     from .profiles import get_profile
+    from .records import cli_command, default_record_dir
+    from .study.bench_table import format_table_bench, run_table_bench
 
     p = get_profile(a.profile)
     try:
@@ -420,15 +422,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
 
 
-def _record_out(s) -> None:
-    """The --out of the bench commands."""
+_TABLES_PROFILE = "whose corpus, sequence length and table sizes (default cpu)"
+
+
+def _bench_parser(sub, name: str, func, help: str, description: str, profile: str | None,
+                  steps: tuple[int, str] | None = None, repeats: bool = True):
+    """A bench command's parser with the options every bench shares: --profile (`profile`: its help; None: no such
+    option), --steps (`steps`: its default and meaning; None: none), --repeats (alternation rounds) and --out (the
+    JSON record)."""
+    s = sub.add_parser(name, help=help, description=description)
+    if profile is not None:
+        s.add_argument("--profile", default="cpu", help=profile)
+    if steps is not None:
+        s.add_argument("--steps", type=_positive_int, default=steps[0], help=f"{steps[1]} (default {steps[0]})")
+    if repeats:
+        s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
                                                  "(default runs/bench/PROFILE/, a new timestamped file)")
+    s.set_defaults(func=func)
+    return s
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .compare import NOISE_RULE
     from .devices import DEVICES
+    from .study.compare import NOISE_RULE
 
     p = _Parser(prog="frontier", description="Train, evaluate and compare the write-up's recipes.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=_Parser)
@@ -532,7 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("replay", help="check that the current code reproduces run records",
-                       description="Replay the first steps of each run and compare with its record (frontier/replay.py): "
+                       description="Replay the first steps of each run and compare with its record (frontier/study/replay.py): "
                                    "the rule by which the book reuses a record written by other code. Exit 1 if any "
                                    "is not reproduced.")
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
@@ -547,12 +564,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--in-place", action="store_true", help="refresh the committed notebooks, figures and run records")
     s.set_defaults(func=cmd_book)
 
-    s = sub.add_parser("bench", help="time recipes side by side", description="Build each recipe once, warm up, then time them in alternation.")
+    s = _bench_parser(sub, "bench", cmd_bench, "time recipes side by side",
+                      "Build each recipe once, warm up, then time them in alternation.",
+                      profile="whose shapes and data (default cpu)", steps=(10, "timed steps per round"))
     s.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipes to compare; RECIPE@IMPL runs its fused ops "
                    "by IMPL (reference, interpreter, nki), e.g. baseline baseline@interpreter")
-    s.add_argument("--profile", default="cpu")
-    s.add_argument("--steps", type=_positive_int, default=10, help="timed steps per repeat (default 10)")
-    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
@@ -563,58 +579,42 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
                                                        "(N > 1 under torchrun, data-parallel), one after another, "
                                                        "rows side by side (default: this process)")
-    _record_out(s)
-    s.set_defaults(func=cmd_bench)
 
-    s = sub.add_parser("bench-table", help="time the bigram table's update: dense, sparse, torch SparseAdam",
-                       description="The bigram table's share of a step (gather, backward, update), dense AdamW against "
-                                   "the sparse row-wise Adam and torch.optim.SparseAdam, at several table sizes, "
-                                   "timed in alternation on the CPU.")
-    s.add_argument("--profile", default="cpu", help="width and batch shape come from this profile")
+    s = _bench_parser(sub, "bench-table", cmd_bench_table, "time the bigram table's update: dense, sparse, torch "
+                      "SparseAdam", "The bigram table's share of a step (gather, backward, update), dense AdamW "
+                      "against the sparse row-wise Adam and torch.optim.SparseAdam, at several table sizes, timed in "
+                      "alternation on the CPU.", profile="whose width and batch shape (default cpu)",
+                      steps=(5, "table steps per round"))
     s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
-    s.add_argument("--steps", type=_positive_int, default=5)
-    s.add_argument("--repeats", type=_positive_int, default=3)
-    _record_out(s)
-    s.set_defaults(func=cmd_bench_table)
 
-    s = sub.add_parser("bench-ngram", help="time the n-gram tables' counting: NumPy against the original torch",
-                       description="Count a profile's train shards into fresh n-gram tables, the NumPy counting "
-                                   "(what count_tokens runs on the CPU) and the original torch counting in "
-                                   "alternation, and check that both give the same tables, every buffer.")
-    s.add_argument("--profile", default="cpu", help="whose corpus, sequence length and table sizes (default cpu)")
+    s = _bench_parser(sub, "bench-ngram", cmd_bench_ngram, "time the n-gram tables' counting: NumPy against the "
+                      "original torch", "Count a profile's train shards into fresh n-gram tables, the NumPy counting "
+                      "(what count_tokens runs on the CPU) and the original torch counting in alternation, and check "
+                      "that both give the same tables, every buffer.", profile=_TABLES_PROFILE)
     s.add_argument("--recipe", default="ngram", help="whose n-gram config (default ngram)")
     s.add_argument("--check-bits", type=int, default=None, metavar="N",
                    help="fingerprint bits per hashed context, overriding the recipe's (e.g. 31)")
-    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--windows-per-call", type=_positive_int, default=128,
                    help="windows per observe call, as count_tokens cuts them (default 128)")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
     s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
-    _record_out(s)
-    s.set_defaults(func=cmd_bench_ngram)
 
-    s = sub.add_parser("ngram-orders", help="the n-gram model alone against its longest context, per kind of table",
-                       description="Count the train shards into tables with and without check bits, from half or "
-                                   "all of the text, for each smoothing, and score the validation split by the "
-                                   "longest context alone at every length (frontier.ngram_orders).")
-    s.add_argument("--profile", default="cpu", help="whose corpus, sequence length and table sizes (default cpu)")
+    s = _bench_parser(sub, "ngram-orders", cmd_ngram_orders, "the n-gram model alone against its longest context, "
+                      "per kind of table", "Count the train shards into tables with and without check bits, from "
+                      "half or all of the text, for each smoothing, and score the validation split by the longest "
+                      "context alone at every length (frontier.study.ngram_orders).", profile=_TABLES_PROFILE,
+                      repeats=False)
     s.add_argument("--recipe", default="ngram-only", help="whose n-gram config (default ngram-only)")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
-    _record_out(s)
-    s.set_defaults(func=cmd_ngram_orders)
 
-    s = sub.add_parser("bench-head", help="time and measure the fused head + cross-entropy against plain PyTorch",
-                       description="The fused head + softcap + cross-entropy op (chunked, logits never whole) against "
-                                   "plain PyTorch (logits made whole, F.cross_entropy) at profiles' shapes, the n-gram "
-                                   "bias off and on: forward + backward time in alternation and each one's peak "
-                                   "memory in a fresh process, on the CPU.")
+    s = _bench_parser(sub, "bench-head", cmd_bench_head, "time and measure the fused head + cross-entropy against "
+                      "plain PyTorch", "The fused head + softcap + cross-entropy op (chunked, logits never whole) "
+                      "against plain PyTorch (logits made whole, F.cross_entropy) at profiles' shapes, the n-gram bias "
+                      "off and on: forward + backward time in alternation and each one's peak memory in a fresh "
+                      "process, on the CPU.", profile=None, steps=(1, "forward + backward calls per round"))
     s.add_argument("--profiles", default="cpu,gpu", help="whose shapes (positions = batch x sequence, width, "
                                                           "vocabulary), comma-separated (default cpu,gpu)")
-    s.add_argument("--steps", type=_positive_int, default=1, help="forward + backward calls per round (default 1)")
-    s.add_argument("--repeats", type=_positive_int, default=3, help="alternation rounds (default 3)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
-    _record_out(s)
-    s.set_defaults(func=cmd_bench_head)
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
                        description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "
@@ -650,10 +650,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .compile import RecompileError
-    from .trainer import RunStopped
-
-    from . import distributed
+    from .train import distributed
+    from .train.compile import RecompileError
+    from .train.trainer import RunStopped
 
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what was asked for (the launcher passes it on)

@@ -27,7 +27,7 @@ class BigramConfig:
     lr: float = 0.05  # Adam learning rate of the table (before the schedule)
 
 
-# The n-gram model's smoothings (formulas in `frontier.ngram`): Witten-Bell (the original), interpolated absolute
+# The n-gram model's smoothings (formulas in `frontier.model.ngram`): Witten-Bell (the original), interpolated absolute
 # discounting with one discount per context length, and with three (D1, D2, D3+: modified Kneser-Ney's discounts,
 # without its continuation-count lower orders, which the tables do not keep).
 NGRAM_SMOOTHINGS = ("witten-bell", "absolute", "absolute-modified")
@@ -51,12 +51,12 @@ class NGramConfig:
     # from its share of the text); "all", tables counted from every training window (counted beside the folds')
     smoothing: str = "witten-bell"  # how each context length backs off to the next shorter one (`NGRAM_SMOOTHINGS`)
     mixer: str = "global"  # the weights over context lengths and the bias scale: "global", one learned set; "counts",
-    # per position from the contexts' counts (`NGRAM_MIXERS`, `frontier.ngram`)
+    # per position from the contexts' counts (`NGRAM_MIXERS`, `frontier.model.ngram`)
 
     def __post_init__(self):
         if self.smoothing not in NGRAM_SMOOTHINGS:
             raise UserError(f"unknown n-gram smoothing {self.smoothing!r}",
-                            f"choose one of {', '.join(NGRAM_SMOOTHINGS)} (see frontier.ngram)")
+                            f"choose one of {', '.join(NGRAM_SMOOTHINGS)} (see frontier.model.ngram)")
         for name in ("max_order", "buckets_log2", "slots", "slots_short", "folds", "seen_log2"):
             v = getattr(self, name)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
@@ -64,7 +64,7 @@ class NGramConfig:
                                 f"pass a whole number >= 1 for {name} (see frontier.config.NGramConfig)")
         if self.mixer not in NGRAM_MIXERS:
             raise UserError(f"unknown n-gram mixer {self.mixer!r}",
-                            f"choose one of {', '.join(NGRAM_MIXERS)} (see frontier.ngram)")
+                            f"choose one of {', '.join(NGRAM_MIXERS)} (see frontier.model.ngram)")
         if not (isinstance(self.check_bits, int) and 0 <= self.check_bits <= 31):
             raise UserError(f"n-gram check_bits {self.check_bits!r} is out of range",
                             "pass a whole number of fingerprint bits in [0, 31] (0: no check bits)")
@@ -115,7 +115,7 @@ class OptimConfig:
 
 @dataclass(frozen=True)
 class EMAConfig:
-    """An exponential moving average of the weights (`frontier.ema`), its decay set by the elapsed fraction of the
+    """An exponential moving average of the weights (`frontier.train.ema`), its decay set by the elapsed fraction of the
     run (charged seconds / budget, or steps / max_steps), so that it means the same at any step rate.
 
     The shadow starts as a copy of the live weights at the first update at or after `start_frac`, and is updated
@@ -152,7 +152,7 @@ class TrainConfig:
     eval_batch_size: int = 16
     bpb_convention: str = "nanochat"  # or "parameter-golf"
     log_every: int = 1
-    ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.ema`)
+    ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.train.ema`)
     kernels: str = "reference"  # what runs the fused ops (`frontier.kernels`): reference | interpreter | nki
 
 

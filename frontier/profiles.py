@@ -13,6 +13,7 @@ profile with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of a
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from .errors import UserError
@@ -40,9 +41,33 @@ class Profile:
     uncharged_steps: int = 5
     startup_allowance_s: float = 900.0
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
-    nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.distributed)
+    nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.train.distributed)
     corpus_bytes: int | None = None  # the named corpora cut to their first documents up to N bytes (smoke: tiny data)
 
+
+# The competition's setting (trn2); the gpu profile is the same run on one CUDA GPU, its vocabulary not fixed and
+# one process.
+COMPETITION = Profile(
+    name="trn2",
+    summary="the competition: one Trn2 chip, 1,800 charged seconds, the baseline's model (depth 10, ~60M)",
+    vocab_size=8192,
+    n_layer=10,
+    n_embd=640,
+    n_head=5,
+    n_kv_head=5,
+    seq_len=2048,
+    batch_size=32,
+    budget_s=1800.0,
+    bigram_rows=2**19,
+    bigram_lr=0.05,
+    ngram_buckets_log2=20,
+    ngram_seen_log2=28,
+    eval_batch_size=32,
+    seeds=3,
+    log_every=10,
+    fixed_vocab=True,
+    nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
+)
 
 PROFILES: dict[str, Profile] = {
     p.name: p
@@ -86,46 +111,9 @@ PROFILES: dict[str, Profile] = {
             seeds=3,
             log_every=5,
         ),
-        Profile(
-            name="gpu",
-            summary="one CUDA GPU: the competition baseline's model (depth 10, width 640, ~60M parameters)",
-            vocab_size=8192,
-            n_layer=10,
-            n_embd=640,
-            n_head=5,
-            n_kv_head=5,
-            seq_len=2048,
-            batch_size=32,
-            budget_s=1800.0,
-            bigram_rows=2**19,
-            bigram_lr=0.05,
-            ngram_buckets_log2=20,
-            ngram_seen_log2=28,
-            eval_batch_size=32,
-            seeds=3,
-            log_every=10,
-        ),
-        Profile(
-            name="trn2",
-            summary="the competition: one Trn2 chip, 1,800 charged seconds, the baseline's model (depth 10, ~60M)",
-            vocab_size=8192,
-            n_layer=10,
-            n_embd=640,
-            n_head=5,
-            n_kv_head=5,
-            seq_len=2048,
-            batch_size=32,
-            budget_s=1800.0,
-            bigram_rows=2**19,
-            bigram_lr=0.05,
-            ngram_buckets_log2=20,
-            ngram_seen_log2=28,
-            eval_batch_size=32,
-            seeds=3,
-            log_every=10,
-            fixed_vocab=True,
-            nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
-        ),
+        dataclasses.replace(COMPETITION, name="gpu", summary="one CUDA GPU: the competition baseline's model "
+                            "(depth 10, width 640, ~60M parameters)", fixed_vocab=False, nproc=1),
+        COMPETITION,
     ]
 }
 

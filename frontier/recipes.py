@@ -4,7 +4,7 @@
 a run records. `final` and `best` name the final recipe (chapter 07; what `make demo` trains).
 
 The EMA recipe's settings are the `EMA_*` constants below (chapter 05's sweep chooses them). A sweep tries other
-settings without editing code: `resolve(..., ema=EMAConfig(...))`, `frontier.experiments.run(..., ema=...)`, or
+settings without editing code: `resolve(..., ema=EMAConfig(...))`, `frontier.study.experiments.run(..., ema=...)`, or
 `frontier train --ema-start/--ema-half-life/--ema-every/--ema-mix`. They change the EMA of a recipe that has one;
 a recipe without one refuses them (an EMA on another recipe is a recipe of its own: derive it here).
 """

@@ -37,17 +37,17 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import report
-from frontier.bpb import score_text
-from frontier.compare import compare, format_comparison
-from frontier.compressors import compressor_bpb
-from frontier.data import profile_dataset
+from frontier.data.dataset import profile_dataset
 from frontier.figures import loss_curve_figure, new_figure, save_figure
-from frontier.optim import Optimizers
+from frontier.optim.optimizers import Optimizers
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.trainer import build_model, load_run_model
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.compare import compare, format_comparison
+from frontier.study.compressors import compressor_bpb
+from frontier.train.bpb import score_text
+from frontier.train.trainer import build_model, load_run_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
@@ -60,7 +60,7 @@ print(ex.code_banner())
 #
 # - **Hardware and time.** One Trn2 chip; 1,800 seconds of charged training. Only training steps are charged:
 #   the first few steps (compilation and warm-up, up to 5) are free up to a start-up allowance of 900 seconds, and
-#   evaluation is free. `frontier.clock.BudgetClock` implements exactly this, and every run record stores its
+#   evaluation is free. `frontier.train.clock.BudgetClock` implements exactly this, and every run record stores its
 #   charged and uncharged seconds separately.
 # - **Data.** ClimbMix web text with a fixed 8,192-token BPE tokenizer; only the training script could change.
 # - **Score.** `val_bpb` on a private held-out shard.
@@ -118,11 +118,11 @@ print(f"uniform model: {uniform['nats']:.1f} nats over {uniform['bytes']} bytes 
 # %% [markdown]
 # ## The baseline model and its optimisers
 #
-# The competition baseline is a nanochat-style GPT (`frontier/gpt.py`): RMSNorm without weights, rotary position
+# The competition baseline is a nanochat-style GPT (`frontier/model/gpt.py`): RMSNorm without weights, rotary position
 # embeddings, RMS-normalised queries and keys, a ReLU² MLP, logits soft-capped with $c \tanh(z/c)$, and an untied
-# embedding and head. Blocks start as the identity (zero output projections). Muon (`frontier/muon.py`) updates
+# embedding and head. Blocks start as the identity (zero output projections). Muon (`frontier/optim/muon.py`) updates
 # every matrix inside the blocks; AdamW updates the embedding, the head and any scalars
-# (`frontier/optim.py`). The learning rate is constant, then decays linearly over the second half of the
+# (`frontier/optim/optimizers.py`). The learning rate is constant, then decays linearly over the second half of the
 # **charged time**: the schedule runs on the clock, not on a step count nobody knows in advance.
 
 # %%
@@ -181,7 +181,7 @@ fig
 #
 # The baseline at the profile's size, several seeds. Each run leaves a folder with its record (`result.json`:
 # config, hardware, code version, clock, score, loss curve) and its checkpoint. A record written by earlier code
-# is quoted only when this code reproduces it (`frontier.replay`: its first steps' losses bit for bit, the same
+# is quoted only when this code reproduces it (`frontier.study.replay`: its first steps' losses bit for bit, the same
 # scorer); the `code` column says which code trained each run and which reproduced it. Seed 0's model is loaded
 # further down, and checkpoints are not committed, so seed 0 is trained again where its checkpoint is missing.
 

@@ -36,12 +36,12 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import report
-from frontier.bench import format_bench
-from frontier.compare import compare, format_comparison
 from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.profiles import get_profile
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.bench import format_bench
+from frontier.study.compare import compare, format_comparison
 
 P = get_profile(profile)
 figures = Path(figures_dir)
@@ -103,7 +103,7 @@ print(f"dynamo: {comp_row['compile']}")
 # The real test is the score after the same charged budget. The eager runs are chapter 1's baseline runs (the
 # same config and data, so they are reused, not retrained); the compiled runs are new. Each record keeps both
 # clocks: `charged_s` (the competition's) and `wall_s` (everything, the laptop's). Every compiled run resets
-# TorchDynamo first (`frontier.compile.fresh_compile`), so it compiles for itself and its record's compile counts
+# TorchDynamo first (`frontier.train.compile.fresh_compile`), so it compiles for itself and its record's compile counts
 # and first step are its own (Inductor's on-disk cache may still make that compile quick: the record counts its
 # hits). Records written before that reset reused a compile made earlier in their process; their compile fields
 # show `-` (`frontier.records.upgrade`).
@@ -134,7 +134,7 @@ display(Markdown(report.markdown_table(rows, ["recipe", "seed", "steps", "charge
 # %% [markdown]
 # ## And the optimiser step?
 #
-# Muon orthogonalises every block matrix with five Newton-Schulz iterations each step (`frontier/muon.py`);
+# Muon orthogonalises every block matrix with five Newton-Schulz iterations each step (`frontier/optim/muon.py`);
 # matrices of the same shape go through as one batch. Recipe `compile-opt` compiles that batched step too (one
 # graph per shape, built on the first step). Does it pay? The same side-by-side bench, cold compile again:
 
@@ -179,7 +179,7 @@ print(opt_verdict)
 #
 # A compiled step keeps one accelerator busy; a Trn2 chip is four. `frontier train ... --nproc N` starts
 # `torchrun` itself (`python -m torch.distributed.run --standalone --nproc-per-node N -m frontier train ...`), and
-# `torchrun --nproc-per-node N -m frontier train ...` typed by hand does the same (`frontier/distributed.py`).
+# `torchrun --nproc-per-node N -m frontier train ...` typed by hand does the same (`frontier/train/distributed.py`).
 # Each process (rank) builds the same model from the same seed, draws the batch one process would draw and takes
 # its `batch_size / N` rows of it: the profile's batch stays the global batch, so N processes train what one
 # process trains, only with the sums in another order (the config and its hash do not change; the record keeps

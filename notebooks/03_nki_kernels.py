@@ -47,18 +47,18 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import report
-from frontier.bench import format_bench
-from frontier.bench_head import format_head_bench, run_head_bench
 from frontier.cli import main as frontier_cli
-from frontier.data import profile_dataset
+from frontier.data.dataset import profile_dataset
 from frontier.figures import new_figure, save_figure
-from frontier.gpt import GPT
 from frontier.kernels import interpreted, ops, status
-from frontier.kernels.roofline import PEAKS, format_roofline, roofline_record
+from frontier.model.gpt import GPT
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.bench import format_bench
+from frontier.study.bench_head import format_head_bench, run_head_bench
+from frontier.study.roofline import PEAKS, format_roofline, roofline_record
 
 P = get_profile(profile)
 figures = Path(figures_dir)

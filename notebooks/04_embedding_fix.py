@@ -37,17 +37,17 @@ from pathlib import Path
 import torch
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import report
-from frontier.bench import format_bench
-from frontier.bigram import sparseadam_fit, touched_rows, travel_after_one_touch
-from frontier.compare import compare, format_comparison
-from frontier.data import profile_dataset
-from frontier.dataloader import TrainLoader
+from frontier.data.dataset import profile_dataset
+from frontier.data.loader import TrainLoader
 from frontier.figures import new_figure, save_figure
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.trainer import build_model
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.bench import format_bench
+from frontier.study.bench_table import sparseadam_fit, touched_rows, travel_after_one_touch
+from frontier.study.compare import compare, format_comparison
+from frontier.train.trainer import build_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
@@ -79,7 +79,7 @@ display(Markdown(report.markdown_table(touch, {"table_rows": "table rows", "posi
 # %% [markdown]
 # ## The fix
 #
-# `frontier/bigram.py` keeps the dense path as the reference (`update="dense"`, recipe `bigram-dense`) and adds
+# `frontier/model/bigram.py` keeps the dense path as the reference (`update="dense"`, recipe `bigram-dense`) and adds
 # the sparse one (`update="sparse"`, recipe `bigram`):
 #
 # 1. The forward pass gathers the touched rows without asking autograd for the table's gradient, and adds a zero
@@ -138,7 +138,7 @@ fig
 # PyTorch ships a lazy Adam for exactly this case: read the table with `F.embedding(..., sparse=True)`, and the
 # backward pass returns a sparse gradient holding only the touched rows; `SparseAdam` updates those rows. Its time
 # is in the table above. Whether it fits the rest of the design is a separate question, tried here
-# (`frontier.bigram.sparseadam_fit`): a compiled step with `fullgraph=True`, and fixed shapes.
+# (`frontier.study.bench_table.sparseadam_fit`): a compiled step with `fullgraph=True`, and fixed shapes.
 
 # %%
 fit = sparseadam_fit()

@@ -33,15 +33,16 @@ from pathlib import Path
 from IPython.display import Markdown, display
 from scipy.stats import ttest_rel
 
-from frontier import experiments as ex
-from frontier import recipes, report
-from frontier.compare import compare, format_comparison, repeats_needed
+from frontier import recipes
 from frontier.config import EMAConfig
-from frontier.ema import WeightEMA
 from frontier.figures import new_figure, save_figure
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.trainer import build_model
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.compare import compare, format_comparison, repeats_needed
+from frontier.train.ema import WeightEMA
+from frontier.train.trainer import build_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
@@ -53,7 +54,7 @@ print(f"profile {P.name}: recipe `ema` = `ngram` + {cfg.train.ema}; the shadow h
 # %% [markdown]
 # ## What the average is
 #
-# `frontier/ema.py` keeps an fp32 shadow of every trained weight (the network, the bigram table and its scale,
+# `frontier/train/ema.py` keeps an fp32 shadow of every trained weight (the network, the bigram table and its scale,
 # the n-gram mixture weights; not the n-gram count tables, which are counts, and not the bigram update's gradient
 # sink). From the elapsed fraction `start_frac` of the run on, every `every` steps, inside the timed step (so its
 # cost is charged):
@@ -77,7 +78,7 @@ print(f"profile {P.name}: recipe `ema` = `ngram` + {cfg.train.ema}; the shadow h
 # Three sources, measured separately with the current best recipe (`ngram`):
 #
 # - **(a) same seed, same number of steps** (`--steps`): the same computation twice. On a CPU it should be
-#   bit-identical, but the compiled model's loss reduction is not always (chapter 2's `frontier.replay` allows one
+#   bit-identical, but the compiled model's loss reduction is not always (chapter 2's `frontier.study.replay` allows one
 #   float32 rounding in early losses for that reason).
 # - **(b) same seed, same budget**: the same start and data order, but the machine's speed decides how many steps
 #   fit in the charged seconds, and the schedule runs on the clock.
@@ -190,7 +191,7 @@ print(f"inside the runs, live - EMA: {report.pm(gains)} (paired t-test over {len
 # ## How many repeats a claim needs here
 #
 # From the measured spreads: the seed-to-seed standard deviation of `ngram` (source c) for Welch's test, and the
-# standard deviation of the per-seed differences for the paired test. `frontier.compare.repeats_needed` gives the
+# standard deviation of the per-seed differences for the paired test. `frontier.study.compare.repeats_needed` gives the
 # number of seeds (per group, or pairs) with which a two-sided t-test at p < 0.05 detects a difference of that
 # size four times in five (power 0.8), computed exactly from the noncentral t distribution.
 

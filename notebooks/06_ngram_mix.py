@@ -23,7 +23,7 @@
 # byte came out of that bug. A valid mix adds, at every position, a bias over the **whole** vocabulary computed
 # from the context alone, before the softmax, which renormalises.
 #
-# `frontier/ngram.py` builds one that is valid by construction (its module docstring has every formula). The
+# `frontier/model/ngram/` builds one that is valid by construction (its module docstring has every formula). The
 # chapter first shows the mix as chapter 6 first built it (recipe `ngram`), then what was wrong with its counts
 # and the tables that fix it (`ngram-tables`), then mixing that depends on the context (`ngram-ctx`).
 #
@@ -78,21 +78,21 @@ import numpy as np
 import torch
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import report
-from frontier.bench import format_bench
-from frontier.bench_ngram import format_ngram_bench, run_ngram_bench
-from frontier.compare import compare, format_comparison
-from frontier.compressors import compressor_bpb
-from frontier.data import profile_dataset
-from frontier.dataloader import TrainLoader, eval_windows
+from frontier.data.dataset import profile_dataset
+from frontier.data.loader import TrainLoader, eval_windows
 from frontier.devices import select_device
 from frontier.figures import new_figure, save_figure
-from frontier.ngram import explain_positions, false_hit_rate, shard_batches
-from frontier.ngram_orders import DEFAULT_VARIANTS, format_order_curve, run_order_curve
+from frontier.model.ngram import explain_positions, false_hit_rate, shard_batches
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.trainer import build_model, evaluate_run, load_run_model
+from frontier.study import experiments as ex
+from frontier.study import report
+from frontier.study.bench import format_bench
+from frontier.study.bench_ngram import format_ngram_bench, run_ngram_bench
+from frontier.study.compare import compare, format_comparison
+from frontier.study.compressors import compressor_bpb
+from frontier.study.ngram_orders import DEFAULT_VARIANTS, format_order_curve, run_order_curve
+from frontier.train.trainer import build_model, evaluate_run, load_run_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)

@@ -38,16 +38,17 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from frontier import experiments as ex
-from frontier import ladder, recipes, report
-from frontier.compare import compare, format_comparison
-from frontier.compressors import compressor_bpb
-from frontier.data import profile_dataset
+from frontier import recipes
+from frontier.data.dataset import profile_dataset
 from frontier.devices import select_device
 from frontier.figures import new_figure, save_figure
 from frontier.profiles import get_profile
 from frontier.recipes import get_recipe, resolve
-from frontier.trainer import build_model, evaluate_run
+from frontier.study import experiments as ex
+from frontier.study import ladder, report
+from frontier.study.compare import compare, format_comparison
+from frontier.study.compressors import compressor_bpb
+from frontier.train.trainer import build_model, evaluate_run
 
 P = get_profile(profile)
 figures = Path(figures_dir)
@@ -162,7 +163,7 @@ display(Markdown(
 # Chapter 01 chose the profile's size for the baseline. The final recipe spends part of each step on the bigram
 # table and the n-gram bias, and the counts carry some of what the network had to learn, so its best size may
 # differ. The sweep takes the recipe the final one is built on, one step in depth and one in width either side of
-# the profile's size (`frontier.experiments.FINAL_SIZE_SWEEPS`), one seed each (seed 0); the profile's size has
+# the profile's size (`frontier.study.experiments.FINAL_SIZE_SWEEPS`), one seed each (seed 0); the profile's size has
 # the ladder's seeds. A size that wins there becomes the final recipe's own (`Recipe.sizes` in
 # `frontier/recipes.py`), and the final recipe's seeds at it are the check. The write-up found sizes within a wide
 # range land within 0.002 of each other on Trn2, because a bigger model costs as many steps as it gains.
@@ -226,9 +227,9 @@ display(Markdown(
 # ## The ladder
 #
 # Every rung is one recipe, trained (or reused, when the current code reproduces its record) for seeds
-# 0..n-1 at the profile's budget by `frontier.ladder.run_ladder`, the seeds interleaved across rungs so that a
+# 0..n-1 at the profile's budget by `frontier.study.ladder.run_ladder`, the seeds interleaved across rungs so that a
 # drift of the machine's speed touches every rung alike. Each gain is paired by seed against the nearest rung
-# below that the rung's recipe is built on (`frontier.compare.paired_test`; the final recipe stands on the n-gram
+# below that the rung's recipe is built on (`frontier.study.compare.paired_test`; the final recipe stands on the n-gram
 # mix, not on the EMA, which was not kept). The NKI kernels rung changes how fast the same arithmetic runs on a NeuronCore
 # and nothing else; without one it has nothing to train differently, so the table says so instead of repeating the
 # rung below. Our EMA stands on the n-gram mix (chapter 05 measured it there); the write-up added its EMA first.
@@ -239,7 +240,7 @@ display(Markdown(
 # gives that day, and a comparison across sessions mixes that in (chapter 05). The reuse rule sees the CPU model,
 # cores and threads, not a machine that runs slower today. The ladder committed here was trained in one session;
 # where a rung already had records from an earlier session on the same CPU model, that session trained new ones
-# beside them (`frontier.experiments.run(..., reuse=False)`), and a chapter reads the newest. The cell below
+# beside them (`frontier.study.experiments.run(..., reuse=False)`), and a chapter reads the newest. The cell below
 # shows, for each such rung, the median step time of the records it reads (seed 0) and of the older ones.
 
 # %%

@@ -48,7 +48,7 @@ def val_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def smoke_data(tmp_path_factory, corpus_dir, val_dir):
     """A dataset prepared at the smoke profile's vocabulary, validation from `val_dir`."""
-    from frontier.data import prepare
+    from frontier.data.dataset import prepare
 
     out = tmp_path_factory.mktemp("data") / "smoke"
     return prepare(out, text=[str(corpus_dir)], val_text=[str(val_dir)], vocab_size=512, log=lambda m: None)
@@ -57,7 +57,7 @@ def smoke_data(tmp_path_factory, corpus_dir, val_dir):
 @pytest.fixture(scope="session")
 def split_data(tmp_path_factory, corpus_dir):
     """A dataset whose validation split is the deterministic document-hash split."""
-    from frontier.data import prepare
+    from frontier.data.dataset import prepare
 
     out = tmp_path_factory.mktemp("data") / "split"
     return prepare(out, text=[str(corpus_dir)], vocab_size=512, val_fraction=0.1, log=lambda m: None)

@@ -4,10 +4,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from frontier.bench import load_bench_record, run_bench
-from frontier.bench_head import agreement, make_inputs, peak_memory_child, plain_head_ce, run_head_bench
 from frontier.cli import main
 from frontier.errors import UserError
+from frontier.records import load_bench_record
+from frontier.study.bench import run_bench
+from frontier.study.bench_head import agreement, make_inputs, peak_memory_child, plain_head_ce, run_head_bench
 
 
 def test_plain_head_is_softcapped_cross_entropy_with_the_bias():

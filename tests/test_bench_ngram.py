@@ -2,10 +2,10 @@
 
 import pytest
 
-from frontier.bench import load_bench_record
-from frontier.bench_ngram import run_ngram_bench
 from frontier.cli import main
 from frontier.errors import UserError
+from frontier.records import load_bench_record
+from frontier.study.bench_ngram import run_ngram_bench
 
 
 @pytest.mark.parametrize("check_bits", [None, 31])

@@ -3,12 +3,13 @@ import dataclasses
 import pytest
 import torch
 
-from frontier.bigram import (UPDATE_KINDS, BigramEmbedding, DenseTableAdamW, SparseRowAdam, bigram_rows, bench_update,
-                             curve_point, sum_by_row, table_setup, table_step, touched_rows)
 from frontier.config import BigramConfig, OptimConfig
 from frontier.errors import UserError
+from frontier.model.bigram import BigramEmbedding, bigram_rows
+from frontier.optim.bigram_update import DenseTableAdamW, SparseRowAdam, sum_by_row
 from frontier.recipes import resolve
-from frontier.trainer import build_model
+from frontier.study.bench_table import UPDATE_KINDS, bench_update, curve_point, table_setup, table_step, touched_rows
+from frontier.train.trainer import build_model
 
 O = OptimConfig()
 
@@ -99,7 +100,7 @@ def test_touched_rows_and_bench_report():
     times = bench_update(1 << 10, 8, idx, steps=1, repeats=2)
     assert set(times) == set(UPDATE_KINDS) == {"dense", "sparse", "torch-sparseadam"}
     assert all(len(v) == 2 and min(v) > 0 for v in times.values())
-    from frontier.bigram import update_time_curve
+    from frontier.study.bench_table import update_time_curve
 
     curve = update_time_curve([1 << 8, 1 << 10], 8, idx, steps=1, repeats=2)
     assert [c["rows"] for c in curve] == [256, 1024]
@@ -117,7 +118,7 @@ def test_curve_point_takes_each_kinds_best_round_and_dense_over_sparse():
 
 
 def test_a_row_touched_once_moves_once_under_the_sparse_update_and_keeps_moving_under_dense():
-    from frontier.bigram import travel_after_one_touch
+    from frontier.study.bench_table import travel_after_one_touch
 
     b1, b2 = O.adam_betas
     t = travel_after_one_touch(O)
@@ -159,7 +160,7 @@ def test_sparse_step_without_a_gradient_raises_in_training_mode():
 
 
 def test_a_model_with_the_sparse_table_evaluates_at_other_batch_shapes(smoke_data):
-    from frontier.bpb import evaluate_bpb
+    from frontier.train.bpb import evaluate_bpb
 
     cfg = resolve("bigram", "smoke")
     assert cfg.train.eval_batch_size != cfg.train.batch_size
@@ -218,7 +219,7 @@ def test_torch_sparseadam_corrects_bias_with_one_global_step_count():
 
 
 def test_sparseadam_fit_reports_compile_and_data_dependent_row_counts():
-    from frontier.bigram import sparseadam_fit
+    from frontier.study.bench_table import sparseadam_fit
 
     fit = sparseadam_fit(rows=1 << 10, dim=4, batch_shape=(2, 32), batches=3, backend="aot_eager")
     assert fit["positions"] == 64 and fit["gradient"]["layout"] == "torch.sparse_coo"

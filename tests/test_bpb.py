@@ -3,8 +3,8 @@ import math
 import numpy as np
 import torch
 
-from frontier.bpb import bits_per_byte, evaluate_bpb, scored_bytes
-from frontier.dataloader import eval_windows
+from frontier.data.loader import eval_windows
+from frontier.train.bpb import bits_per_byte, evaluate_bpb, scored_bytes
 
 
 class Uniform(torch.nn.Module):

@@ -5,8 +5,8 @@ import pytest
 from scipy.stats import ttest_ind
 
 from frontier.cli import main
-from frontier.compare import compare, format_comparison
 from frontier.errors import UserError
+from frontier.study.compare import compare, format_comparison
 
 
 def rec(folder, i, recipe="bigram", config_hash="d411cd029d8d96fb", max_steps=None, **metrics):
@@ -200,7 +200,7 @@ def test_cli_compare_paired(tmp_path, capsys):
 
 
 def test_repeats_needed_known_values_and_monotone():
-    from frontier.compare import repeats_needed, t_test_power
+    from frontier.study.compare import repeats_needed, t_test_power
 
     assert repeats_needed(1.0, 1.0) == 10  # paired, alpha 0.05, power 0.8: 10 pairs (power 0.803; 9 give 0.748)
     assert t_test_power(10, 1.0) >= 0.8 > t_test_power(9, 1.0)
@@ -218,7 +218,7 @@ def test_repeats_needed_known_values_and_monotone():
 
 
 def test_other_weights_have_a_direction():
-    from frontier.compare import metric_lower_is_better
+    from frontier.study.compare import metric_lower_is_better
 
     assert all(metric_lower_is_better(m) for m in ["val_bpb_live", "val_bpb_ema", "val_loss_live", "val_loss_ema"])
 

@@ -6,10 +6,10 @@ import warnings
 import pytest
 import torch
 
-from frontier.compile import CompileWatch, RecompileError
 from frontier.devices import select_device
 from frontier.recipes import resolve
-from frontier.trainer import train
+from frontier.train.compile import CompileWatch, RecompileError
+from frontier.train.trainer import train
 
 CPU = select_device("cpu")
 
@@ -85,7 +85,7 @@ def test_compiled_optimizer_step_trains_like_the_compiled_model_alone(smoke_data
 
 
 def test_compiled_ngram_bias_hashes_like_eager():
-    from frontier.trainer import build_model
+    from frontier.train.trainer import build_model
 
     cfg = resolve("ngram", "smoke")
     model = build_model(cfg)

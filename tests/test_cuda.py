@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from frontier.bigram import BigramEmbedding, SparseRowAdam
 from frontier.config import BigramConfig, NGramConfig, OptimConfig
 from frontier.devices import select_device
-from frontier.ngram import NGramMix
+from frontier.model.bigram import BigramEmbedding
+from frontier.model.ngram import NGramMix
+from frontier.optim.bigram_update import SparseRowAdam
 from frontier.recipes import resolve
-from frontier.trainer import train
+from frontier.train.trainer import train
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 

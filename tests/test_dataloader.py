@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from frontier.dataloader import TrainLoader
+from frontier.data.loader import TrainLoader
 from frontier.errors import UserError
 
 SHARD = np.arange(10_000)  # every window distinct

@@ -1,4 +1,4 @@
-"""Data parallelism (`frontier.distributed`) on the CPU: gloo, 2 processes, smoke profile, a few steps.
+"""Data parallelism (`frontier.train.distributed`) on the CPU: gloo, 2 processes, smoke profile, a few steps.
 
 One torchrun job (this file run as a script: `worker`) trains every recipe on 2 ranks; the tests compare each with
 the same recipe trained by one process on the whole batch. The batch is the profile's (8 rows: 4 per rank), the
@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from frontier import distributed
 from frontier.devices import select_device
 from frontier.recipes import RECIPES, resolve
+from frontier.train import distributed
 
 # Every recipe but the three whose code paths the others already cover under two ranks (the better n-gram tables
 # and the per-context mixing run in ngram-ctx; the n-gram model alone in ngram-only): the suite's time is finite.
@@ -61,9 +61,9 @@ def _cfg(recipe: str, vocab_size: int):
 def worker(data: str, out: str) -> None:
     """Run on each rank by torchrun: every recipe for STEPS steps, the resume reference, and a check that
     `map_shards` gives each rank its share."""
-    from frontier import trainer
-    from frontier.data import Dataset
-    from frontier.trainer import train
+    from frontier.data.dataset import Dataset
+    from frontier.train import trainer
+    from frontier.train.trainer import train
 
     dist, _ = distributed.init(CPU)
     assert dist.world_size == 2 and torch.get_num_threads() == max(1, distributed.usable_cores() // 2)
@@ -96,7 +96,7 @@ def _torchrun(*args, **kw):
 @pytest.fixture(scope="module")
 def small_data(tmp_path_factory, corpus_dir, val_dir):
     """A quarter of the test corpus (about 60,000 training tokens) at the smoke profile's vocabulary."""
-    from frontier.data import prepare
+    from frontier.data.dataset import prepare
 
     out = tmp_path_factory.mktemp("data") / "small"
     return prepare(out, text=[str(p) for p in sorted(corpus_dir.glob("*.txt"))[::4]], val_text=[str(val_dir)],
@@ -132,7 +132,7 @@ def test_each_rank_orthogonalises_its_share(two_ranks):
 
 @pytest.mark.parametrize("recipe", DP_RECIPES)
 def test_two_ranks_train_what_one_process_trains(recipe, two_ranks, small_data, tmp_path, one_thread):
-    from frontier.trainer import train
+    from frontier.train.trainer import train
 
     two = _records(two_ranks / recipe)
     one = train(_cfg(recipe, small_data.vocab_size), small_data, tmp_path / recipe, DEVICE, seed=SEED, steps=STEPS,
@@ -159,7 +159,7 @@ def test_two_ranks_train_what_one_process_trains(recipe, two_ranks, small_data, 
 
 
 def test_a_two_rank_run_resumes_and_evaluates_on_one_process(two_ranks, small_data, tmp_path, one_thread):
-    from frontier.trainer import evaluate_run, train
+    from frontier.train.trainer import evaluate_run, train
 
     run = two_ranks / "interrupted-bigram"
     rec = _records(run)

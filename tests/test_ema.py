@@ -8,14 +8,14 @@ import pytest
 import torch
 import torch.nn as nn
 
-from frontier import trainer as trainer_mod
 from frontier.cli import _ema_override, build_parser, main
 from frontier.config import EMAConfig, RunConfig
 from frontier.devices import select_device
-from frontier.ema import WeightEMA
 from frontier.errors import UserError
 from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_START_FRAC, get_recipe, resolve
-from frontier.trainer import CHECKPOINT, RunStopped, evaluate_run, train
+from frontier.train import trainer as trainer_mod
+from frontier.train.ema import WeightEMA
+from frontier.train.trainer import CHECKPOINT, RunStopped, evaluate_run, train
 
 CPU = select_device("cpu")
 
@@ -218,7 +218,7 @@ def test_train_flags_change_the_recipes_ema_and_only_that(capsys):
 
 
 def test_experiments_pass_the_ema_through(monkeypatch, tmp_path, smoke_data):
-    from frontier import experiments as ex
+    from frontier.study import experiments as ex
 
     seen = []
 

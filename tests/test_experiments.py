@@ -3,8 +3,9 @@
 import json
 from pathlib import Path
 
-from frontier import experiments as ex
-from frontier import records, replay
+from frontier import records
+from frontier.study import experiments as ex
+from frontier.study import replay
 
 
 def _run(tmp_path, smoke_data, logs, **kw):

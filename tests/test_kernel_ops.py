@@ -29,7 +29,7 @@ from frontier.cli import main
 from frontier.devices import select_device
 from frontier.kernels import ops, reference
 from frontier.recipes import resolve
-from frontier.trainer import train
+from frontier.train.trainer import train
 
 CPU = select_device("cpu")
 GOLDEN = json.loads((Path(__file__).parent / "data" / "losses_c750e75.json").read_text())
@@ -139,7 +139,7 @@ def test_head_ce_dense_bias_scores_like_the_sparse_one():
 
 
 def test_newton_schulz_reference_is_muons():
-    from frontier.muon import newton_schulz
+    from frontier.optim.muon import newton_schulz
 
     g = torch.randn(3, 24, 40, generator=_gen())
     out = newton_schulz(g)
@@ -151,7 +151,7 @@ def test_newton_schulz_reference_is_muons():
 
 
 def test_adamw_on_the_op_steps_bit_for_bit_like_torch():
-    from frontier.adamw import AdamW
+    from frontier.optim.adamw import AdamW
 
     p0 = [torch.randn(7, 5, generator=_gen(i)).requires_grad_() for i in range(2)]
     p1 = [p.detach().clone().requires_grad_() for p in p0]
@@ -194,7 +194,7 @@ def test_opcheck_every_op():
 
 def test_compiled_model_is_one_graph_with_one_node_per_op_call():
     """fullgraph=True with the reference ops; each op is one node (opaque to Inductor), its backward another."""
-    from frontier.trainer import build_model
+    from frontier.train.trainer import build_model
 
     cfg = resolve("baseline", "smoke")
     model = build_model(cfg)
@@ -303,7 +303,7 @@ def _smoke_losses(recipe, kernels_impl, tmp_path, steps=6):
 
 @pytest.mark.parametrize("recipe", ["baseline", "compile", "ema"])  # eager; compiled; bigram + n-gram + EMA
 def test_reference_kernels_reproduce_the_losses_before_the_layer(tmp_path, recipe):
-    from frontier.data import embedded_dataset
+    from frontier.data.dataset import embedded_dataset
 
     data = embedded_dataset(512, log=lambda *a: None)
     if data.manifest_hash != GOLDEN["data_manifest_hash"]:

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from frontier import ladder
 from frontier.recipes import FINAL, get_recipe, resolve
+from frontier.study import ladder
 
 
 def _recs(recipe, values, steps=100):

@@ -1,9 +1,9 @@
 import torch
 
-from frontier.muon import newton_schulz
-from frontier.optim import lr_multiplier
+from frontier.optim.muon import newton_schulz
+from frontier.optim.optimizers import lr_multiplier
 from frontier.recipes import resolve
-from frontier.trainer import build_model
+from frontier.train.trainer import build_model
 
 
 def _model(**changes):
@@ -77,7 +77,7 @@ def test_newton_schulz_orthogonalises():
 
 
 def test_muon_batches_by_shape_and_matches_one_matrix_at_a_time():
-    from frontier.muon import Muon
+    from frontier.optim.muon import Muon
 
     torch.manual_seed(0)
     shapes = [(24, 8), (8, 24), (16, 16), (24, 8), (16, 16)]
@@ -95,7 +95,7 @@ def test_muon_batches_by_shape_and_matches_one_matrix_at_a_time():
 
 
 def test_compiled_newton_schulz_matches_eager():
-    from frontier.muon import Muon
+    from frontier.optim.muon import Muon
 
     torch.manual_seed(0)
     params = [torch.nn.Parameter(torch.randn(24, 8)) for _ in range(3)]

@@ -6,14 +6,14 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from ngram_text import V, text
 
 from frontier.config import NGramConfig
 from frontier.devices import select_device
-from frontier.ngram import LOW, NGramMix, _bucket, context_hashes, unpack_slots
+from frontier.model.ngram import NGramMix
+from frontier.model.ngram.hashing import LOW, _bucket, context_hashes, unpack_slots
 from frontier.recipes import resolve
-from frontier.trainer import build_model, train
-from ngram_text import V, text
-
+from frontier.train.trainer import build_model, train
 
 
 def _counted(tokens, **cfg):
@@ -152,7 +152,7 @@ def test_a_context_seen_once_gets_half_and_backs_off_with_the_other_half():
 
 
 def _two_datasets(tmp_path, corpus_dir):
-    from frontier.data import prepare
+    from frontier.data.dataset import prepare
 
     (tmp_path / "v1").mkdir()
     (tmp_path / "v2").mkdir()
@@ -171,7 +171,7 @@ def _validation_counts(tmp_path, corpus_dir, counting, monkeypatch):
     tables after its evaluation (the trainer's own model, captured as it is built). Returns (the records, the
     tables that evaluation changed (checkpoint before evaluation vs model after), the tables in which the two runs
     differ after evaluation): with no counting of validation tokens, both sets are empty."""
-    from frontier import trainer as trainer_mod
+    from frontier.train import trainer as trainer_mod
 
     a, b = _two_datasets(tmp_path, corpus_dir)
     assert a.tokenizer.sha256 == b.tokenizer.sha256  # trained on the same (train) documents
@@ -203,7 +203,7 @@ def test_tables_never_count_validation_tokens(tmp_path, corpus_dir, counting, mo
 
 def test_the_leak_test_catches_counting_during_evaluation(tmp_path, corpus_dir, monkeypatch):
     """The check above, against an n-gram model that counts the validation windows it scores: it must see it."""
-    from frontier.ngram import NGramMix
+    from frontier.model.ngram import NGramMix
 
     real_bias = NGramMix.bias
 
@@ -218,7 +218,7 @@ def test_the_leak_test_catches_counting_during_evaluation(tmp_path, corpus_dir, 
 
 
 def test_eval_of_a_checkpoint_reproduces_the_score(tmp_path, smoke_data):
-    from frontier.trainer import evaluate_run
+    from frontier.train.trainer import evaluate_run
 
     cfg = resolve("ngram", "smoke")
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False))

@@ -6,17 +6,17 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-
-from frontier.bpb import evaluate_bpb, evaluate_bpb_adaptive
-from frontier.config import NGramConfig, RunConfig, stable_hash
-from frontier.dataloader import eval_windows, training_windows, window_folds
-from frontier.devices import select_device
-from frontier.errors import UserError
-from frontier.ngram import NGramMix, NGramOnly, _bucket, context_hashes, false_hit_rate, shard_batches
-from frontier.recipes import resolve
-from frontier.trainer import build_model, evaluate_run, train
 from ngram_text import V, only_length, text
 
+from frontier.config import NGramConfig, RunConfig, stable_hash
+from frontier.data.loader import eval_windows, training_windows, window_folds
+from frontier.devices import select_device
+from frontier.errors import UserError
+from frontier.model.ngram import NGramMix, NGramOnly, false_hit_rate, shard_batches
+from frontier.model.ngram.hashing import _bucket, context_hashes
+from frontier.recipes import resolve
+from frontier.train.bpb import evaluate_bpb, evaluate_bpb_adaptive
+from frontier.train.trainer import build_model, evaluate_run, train
 
 
 def _collision(counted):
@@ -237,7 +237,7 @@ def test_evaluation_can_read_counts_of_the_whole_split(smoke_data):
     # a training batch still reads another fold's tables, never the whole split's (which hold its own targets)
     assert torch.equal(whole.bias(x[:, :-1], 0), folds.bias(x[:, :-1], 0))
     # the whole split's false-hit rate is measured too, against every counted batch
-    from frontier.ngram import false_hit_rate, shard_batches
+    from frontier.model.ngram import false_hit_rate, shard_batches
     r = false_hit_rate(whole, shard_batches(smoke_data.train_tokens(), 64, 2), smoke_data.val_tokens(), 64)
     assert r["false_hit_rate"] == 0.0
     with pytest.raises(UserError, match="eval_counts"):

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from frontier import ngram as N
 from frontier.config import NGramConfig
-from frontier.ngram import LOW, NGramMix, shard_batches
+from frontier.model.ngram import NGramMix, counting, hashing, shard_batches
+from frontier.model.ngram.hashing import LOW
 
 # ----------------------------------------------------------------------------- the reference: the original counting
 
@@ -69,11 +69,11 @@ def _groups_ref(m, x, f):
     short = (x[None], torch.ones(1, 1, x.size(1), dtype=torch.bool), m.short_slots[f], m.short_ctx[f])
     if m.K < 2:
         return [short]
-    hashes, valid = N.context_hashes(x, m.K)
+    hashes, valid = hashing.context_hashes(x, m.K)
     H, nb = m.K - 1, 1 << m.cfg.buckets_log2
-    rows = torch.arange(H)[:, None, None] * nb + N._bucket(hashes, m.cfg.buckets_log2)
+    rows = torch.arange(H)[:, None, None] * nb + hashing._bucket(hashes, m.cfg.buckets_log2)
     if m.cfg.check_bits:
-        fps, owners = N._fingerprint(hashes, m.cfg.check_bits), m.fp[f].view(-1)
+        fps, owners = hashing._fingerprint(hashes, m.cfg.check_bits), m.fp[f].view(-1)
         exist = valid.expand_as(rows)
         _claim_ref(owners, rows[exist], fps[exist])
         valid = exist & (owners[rows] == fps)
@@ -93,7 +93,7 @@ def observe_ref(m, x, y, fold=0):
         keys, counts = torch.unique(rows[keep] * V + y.expand_as(rows)[keep], return_counts=True)
         ctx, tok = keys // V, keys % V
         ctx_table.index_add_(0, ctx, counts)
-        seen_at = N._bucket(keys * 2 + g, m.cfg.seen_log2)
+        seen_at = hashing._bucket(keys * 2 + g, m.cfg.seen_log2)
         new = ~m.seen[fold, seen_at]
         m.seen[fold, seen_at] = True
         ctx_table.index_add_(0, ctx[new], torch.full_like(ctx[new], 1 << 32))
@@ -175,7 +175,7 @@ def test_a_continuation_that_beats_the_smallest_slot_replaces_it_as_in_the_refer
         fast.observe(t[:, :-1], t[:, 1:])
         observe_ref(ref, t[:, :-1], t[:, 1:])
         _assert_same_tables(fast, ref)
-    toks, counts = N.unpack_slots(fast.short_slots[0, 2])  # context "2": 3 4 5 6 7 then 9 9 9 8 8 10
+    toks, counts = hashing.unpack_slots(fast.short_slots[0, 2])  # context "2": 3 4 5 6 7 then 9 9 9 8 8 10
     kept = dict(zip(toks.tolist(), counts.tolist()))
     assert kept[9] == 3 and kept[8] == 2 and 10 not in kept  # two rounds entered, the count-1 newcomer did not
 
@@ -206,7 +206,7 @@ def test_update_slots_np_matches_the_reference_on_any_table(S, holes):
         c = rng.integers(1, 8, size=len(keys))
         ref, fast = table.clone(), table.clone()
         _update_slots_ref(ref, torch.from_numpy(rows), torch.from_numpy(tok), torch.from_numpy(c))
-        N._update_slots_np(fast.numpy(), rows, tok, c)
+        counting._update_slots_np(fast.numpy(), rows, tok, c)
         assert torch.equal(fast, ref)
 
 
@@ -217,7 +217,7 @@ def test_rank_sorted_is_rank_within():
         rows, tok = keys // 100, keys % 100
         c = rng.integers(1, 5, size=len(keys))
         score = torch.from_numpy(c * 100 - tok)
-        assert np.array_equal(N._rank_sorted(rows, c), _rank_within_ref(torch.from_numpy(rows), score).numpy())
+        assert np.array_equal(counting._rank_sorted(rows, c), _rank_within_ref(torch.from_numpy(rows), score).numpy())
 
 
 def test_claim_np_matches_the_reference():
@@ -228,7 +228,7 @@ def test_claim_np_matches_the_reference():
         fps = torch.from_numpy(rng.integers(1, 6, size=300))  # few fingerprints: ties in the number of positions
         ref, fast = owners.clone(), owners.clone()
         _claim_ref(ref, rows, fps)
-        N._claim_np(fast.numpy(), rows.numpy(), fps.numpy())
+        counting._claim_np(fast.numpy(), rows.numpy(), fps.numpy())
         assert torch.equal(fast, ref)
 
 
@@ -244,7 +244,7 @@ def test_the_torch_counting_for_tables_off_the_cpu_gives_the_same_tables():
         for g, ((rows, valid, slots_a, ctx_a), (_, _, slots_b, ctx_b)) in enumerate(zip(groups_a, groups_b)):
             keep = valid.expand_as(rows)
             pairs = rows[keep] * V + y.expand_as(rows)[keep]
-            N._count_group(pairs.numpy(), V, g, cfg.seen_log2, a.seen[0].numpy(), ctx_a.numpy(), slots_a.numpy())
-            N._count_group_torch(pairs, V, g, cfg.seen_log2, b.seen[0], ctx_b, slots_b)
+            counting._count_group(pairs.numpy(), V, g, cfg.seen_log2, a.seen[0].numpy(), ctx_a.numpy(), slots_a.numpy())
+            counting._count_group_torch(pairs, V, g, cfg.seen_log2, b.seen[0], ctx_b, slots_b)
         _assert_same_tables(a, b)
     assert (a.slots >= 0).all(-1).any()

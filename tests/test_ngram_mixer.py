@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 import torch
+from ngram_text import V, text
 
 from frontier.config import NGramConfig, RunConfig
 from frontier.errors import UserError
-from frontier.ngram import COUNT_FEATURES, NGramMix
+from frontier.model.ngram import NGramMix
+from frontier.model.ngram.mix import COUNT_FEATURES
 from frontier.recipes import resolve
-from ngram_text import V, text
 
 
 def _mix(mixer="counts", smoothing="witten-bell", seed=0):
@@ -102,8 +103,8 @@ def test_the_global_mixer_keeps_the_config_hash_it_had():
 
 
 def test_explain_positions_splits_the_loss_between_network_and_counts():
-    from frontier.gpt import GPT
-    from frontier.ngram import explain_positions
+    from frontier.model.gpt import GPT
+    from frontier.model.ngram import explain_positions
 
     cfg = resolve("ngram-ctx", "smoke", vocab_size=V)
     torch.manual_seed(0)
@@ -121,7 +122,7 @@ def test_explain_positions_splits_the_loss_between_network_and_counts():
 
 
 def test_a_sweep_changes_the_ngram_settings_and_labels_its_folders():
-    from frontier.experiments import ngram_label
+    from frontier.study.experiments import ngram_label
 
     cfg = resolve("ngram-only", "cpu", ngram={"slots": 8, "mixer": "counts"})
     assert (cfg.model.ngram.slots, cfg.model.ngram.mixer) == (8, "counts")

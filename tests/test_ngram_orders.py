@@ -6,12 +6,12 @@ import json
 
 import pytest
 import torch
+from ngram_text import V, text
 
 from frontier.errors import UserError
-from frontier.ngram_orders import LongestContext, format_order_curve, run_order_curve
+from frontier.model.ngram import NGramMix
 from frontier.recipes import resolve
-from frontier.ngram import NGramMix
-from ngram_text import V, text
+from frontier.study.ngram_orders import LongestContext, format_order_curve, run_order_curve
 
 
 def test_longest_context_scores_p_k_alone():

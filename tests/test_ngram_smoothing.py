@@ -5,13 +5,12 @@ import dataclasses
 
 import pytest
 import torch
+from ngram_text import V, only_length, text
 
 from frontier.config import NGRAM_SMOOTHINGS, NGramConfig, RunConfig, stable_hash
 from frontier.errors import UserError
-from frontier.ngram import NGramMix
+from frontier.model.ngram import NGramMix
 from frontier.recipes import resolve
-from ngram_text import V, only_length, text
-
 
 
 def _text(n, seed):

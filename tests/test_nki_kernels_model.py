@@ -39,10 +39,10 @@ import torch
 import torch.nn.functional as F
 
 from frontier.config import ModelConfig
-from frontier.gpt import MLP, Rotary
 from frontier.kernels.interpreter import find_real_nki, run
 from frontier.kernels.interpreter import load as load_kernels
-from frontier.muon import newton_schulz as ns_reference
+from frontier.model.gpt import MLP, Rotary
+from frontier.optim.muon import newton_schulz as ns_reference
 
 F32 = np.float32
 EPS32 = float(np.finfo(F32).eps)

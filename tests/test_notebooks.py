@@ -6,7 +6,7 @@ import jupytext
 import nbformat
 import pytest
 
-from frontier.book import NOTEBOOKS, run_book
+from frontier.study.book import NOTEBOOKS, run_book
 
 CHAPTERS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 

@@ -5,8 +5,8 @@ import sys
 import numpy as np
 import pytest
 
-from frontier.corpus import document_files, read_documents
-from frontier.data import Dataset, prepare, split_of
+from frontier.data.corpus import document_files, read_documents
+from frontier.data.dataset import Dataset, prepare, split_of
 from frontier.errors import UserError
 
 
@@ -115,8 +115,9 @@ def _write_docs(folder, docs):
 
 
 def test_more_distinct_characters_than_the_vocabulary_prepares_byte_exact(tmp_path):
-    from frontier.bpb import scored_bytes
     from test_tokenizer import many_character_docs
+
+    from frontier.train.bpb import scored_bytes
 
     docs = many_character_docs()
     src = _write_docs(tmp_path / "src", docs)
@@ -167,7 +168,7 @@ def test_embedded_corpus_prepares_as_the_committed_records_did(tmp_path):
 
 
 def test_the_stdlib_source_corpus_is_code_and_fixed(monkeypatch, tmp_path):
-    from frontier import corpus
+    from frontier.data.dataset import corpus
 
     docs = corpus.stdlib_source_documents(200_000)
     assert docs == corpus.stdlib_source_documents(200_000)  # deterministic
@@ -186,7 +187,7 @@ def test_the_stdlib_source_corpus_is_code_and_fixed(monkeypatch, tmp_path):
 
 
 def test_the_smoke_profile_trains_on_the_first_documents_of_a_named_corpus(tmp_path, corpus_dir):
-    from frontier.data import prepare
+    from frontier.data.dataset import prepare
     from frontier.errors import UserError
     from frontier.profiles import get_profile
 

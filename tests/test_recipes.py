@@ -4,8 +4,8 @@ import pytest
 
 from frontier import recipes
 from frontier.errors import UserError
-from frontier.experiments import profile_with
 from frontier.recipes import get_recipe, resolve
+from frontier.study.experiments import profile_with
 
 
 def test_a_recipe_can_carry_its_own_size_per_profile_and_a_sweep_goes_over_it():

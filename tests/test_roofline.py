@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from frontier.cli import main
-from frontier.kernels import roofline as rf
 from frontier.kernels.interpreter import Counts
 from frontier.recipes import resolve
+from frontier.study import roofline as rf
 
 
 class _Capture(torch.utils._python_dispatch.TorchDispatchMode):

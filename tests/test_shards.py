@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
+from frontier.data.shards import HEADER_BYTES, MAGIC, read_shard, write_shard
 from frontier.errors import UserError
-from frontier.shards import HEADER_BYTES, MAGIC, read_shard, write_shard
 
 
 def test_roundtrip(tmp_path):

@@ -1,9 +1,9 @@
 import random
 
 import pytest
-
-from frontier.tokenizer import Tokenizer, character_budget, character_counts, rare_characters
 from conftest import UNICODE_DOC
+
+from frontier.data.tokenizer import Tokenizer, character_budget, character_counts, rare_characters
 
 SAMPLES = [
     "",
@@ -120,12 +120,11 @@ def test_more_distinct_characters_than_the_vocabulary_is_lossless_and_byte_exact
 def test_characters_that_fit_train_exactly_as_before():
     """Text within the character budget trains as SentencePiece did before the budget existed."""
     import io
+    import pydoc_data.topics
 
     import sentencepiece as spm
 
-    from frontier.tokenizer import SETTINGS, _sentences
-
-    import pydoc_data.topics
+    from frontier.data.tokenizer import SETTINGS, _sentences
 
     docs = [text for _, text in sorted(pydoc_data.topics.topics.items())][:20] + SAMPLES[:5]
     assert len(character_counts(docs)) <= character_budget(512)

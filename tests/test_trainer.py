@@ -10,12 +10,12 @@ import time
 import pytest
 import torch
 
-from frontier import trainer as trainer_mod
-from frontier.clock import BudgetClock
 from frontier.devices import select_device
 from frontier.errors import UserError
 from frontier.recipes import resolve
-from frontier.trainer import RunStopped, train
+from frontier.train import trainer as trainer_mod
+from frontier.train.clock import BudgetClock
+from frontier.train.trainer import RunStopped, train
 
 CPU = select_device("cpu")
 

@@ -13,6 +13,10 @@ once at the run's shapes (forward and backward), so a kernel that fails to compi
 not mid-run. The run record's `implementations` are counted as the ops run (`ops.calls()`), not copied from here.
 
 Attention is not a fused op of ours: SDPA on CPU and CUDA (the vendor's kernel behind it on Neuron), recorded as such.
+
+Where things are: `ops` (the custom ops), `reference` (PyTorch), `interpreted` and `interpreter/` (the kernels run
+by the project's NKI interpreter), `neuron` (on a NeuronCore), `nki/` (the kernels' source). The layer may import
+only `frontier.config`, `frontier.devices` and `frontier.errors`: it serves the model and never depends on it.
 """
 
 from __future__ import annotations
@@ -113,7 +117,7 @@ def op_cases(cfg: RunConfig, device):
     """(op, fn(impl) -> [tensors]) calling each op once on random data at `cfg`'s shapes, forward and backward
     (the training batch; the evaluation batch too for the head), and the optimiser ops at the model's matrix
     shapes. Each fn draws its inputs from its own seeded generator, so two implementations get the same inputs;
-    it returns the outputs and input gradients, to compare implementations (`frontier.kernels.census`)."""
+    it returns the outputs and input gradients, to compare implementations (`frontier.study.census`)."""
     from . import ops
 
     m, t = cfg.model, cfg.train
@@ -191,9 +195,9 @@ def components(cfg: RunConfig, device=None) -> dict[str, str]:
         out["attention"] = ("sdpa (torch.nn.functional.scaled_dot_product_attention; the vendor's kernel on Neuron)")
     if cfg.model.bigram is not None:
         u = cfg.model.bigram.update
-        out["bigram_update"] = f"{u} ({'torch.optim.AdamW' if u == 'dense' else 'frontier.bigram.SparseRowAdam'})"
+        out["bigram_update"] = f"{u} ({'torch.optim.AdamW' if u == 'dense' else 'frontier.optim.bigram_update.SparseRowAdam'})"
     if cfg.model.ngram is not None:
-        out["ngram_bias"] = "reference (frontier.ngram, eager)"
+        out["ngram_bias"] = "reference (frontier.model.ngram, eager)"
     return out
 
 

@@ -14,7 +14,7 @@ yardstick the NKI kernels are tested against. Shapes are the ops' (see ops.py); 
   one chunk at a time, forward and backward (which recomputes them from hidden, W and the saved log-sum-exp).
 - newton_schulz: five quintic Newton-Schulz iterations (Muon's orthogonalisation), batched over leading dims.
 - adamw_step: one AdamW step in place, computed exactly as `torch.optim.AdamW` computes it on the CPU (its
-  single-tensor path), so `frontier.optim.AdamW` trains bit for bit like torch's.
+  single-tensor path), so `frontier.optim.adamw.AdamW` trains bit for bit like torch's.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The output head, logit softcap and cross-entropy of `frontier.gpt.GPT`, fused (NKI 0.3-0.6, Trn2), fp32:
+"""The output head, logit softcap and cross-entropy of `frontier.model.gpt.GPT`, fused (NKI 0.3-0.6, Trn2), fp32:
 
     l = hidden W^T (N x V),  z = cap * tanh(l / cap),  lse = log sum_v exp(z),  loss = lse - z[target]
     backward, with dloss the upstream gradient per position (1/N for a mean):

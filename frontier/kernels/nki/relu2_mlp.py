@@ -1,4 +1,4 @@
-"""The ReLU^2 MLP of `frontier.gpt.MLP`, forward and backward (NKI 0.3-0.6, Trn2), fp32:
+"""The ReLU^2 MLP of `frontier.model.gpt.MLP`, forward and backward (NKI 0.3-0.6, Trn2), fp32:
 
     h = x W1^T,  a = relu(h)^2,  y = a W2^T          x [N, D], W1 = c_fc.weight [F, D], W2 = c_proj.weight [D, F]
     dA = dy W2,  dh = 2 relu(h) * dA,  dx = dh W1,  dW1 = dh^T x,  dW2 = dy^T a

@@ -1,0 +1,10 @@
+"""The apparatus around the product: measuring, comparing and writing up runs.
+
+Benches (`bench`: recipes' tokens/s side by side; `bench_table`, `bench_head`, `bench_ngram`: one part of a step),
+studies (`ngram_orders`, `roofline`: a Trn2 step predicted; `census`: every kernel at a profile's shapes;
+`compressors`: classical compressors on the same split), judging runs (`compare`: mean, spread and t-tests;
+`replay`: does this code reproduce a record?), and the book's machinery (`experiments`: runs as the chapters use
+them; `ladder`: every rung of the write-up; `book`: the chapters run by papermill; `report`: tables for them).
+
+May import anything in the package but the command line. Nothing outside `frontier.study` (and the CLI) imports it.
+"""

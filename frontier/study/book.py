@@ -1,0 +1,139 @@
+"""The book runner: execute the chapters (`notebooks/NN_*.ipynb`) with papermill and a profile's parameters.
+
+Each chapter's `parameters` cell holds literals only: `profile`, `run_root` and `figures_dir`. By default the
+executed copies, their runs and figures go to `build/book/PROFILE/`; `in_place=True` refreshes the committed
+notebooks, `runs/` and `figures/` (and re-syncs the paired `.py` files). A failing chapter names the chapter and
+the cell, and the executed notebook keeps every cell that ran.
+
+The package never imports the notebooks; the notebooks import the package.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ..errors import UserError
+from ..records import REPO
+
+NOTEBOOKS = REPO / "notebooks"
+KERNEL = "python3"
+_PER_CELL_PAPERMILL_KEYS = ("start_time", "end_time", "duration", "status", "exception")
+
+
+def chapters(selection: str | None = None) -> list[Path]:
+    found = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    if not found:
+        raise UserError(f"no chapters in {NOTEBOOKS}", "run the book from a checkout of the repository")
+    if not selection:
+        return found
+    wanted = [s.strip().zfill(2) for s in selection.split(",") if s.strip()]
+    by_number = {p.name[:2]: p for p in found}
+    missing = [w for w in wanted if w not in by_number]
+    if missing:
+        raise UserError(f"no chapter numbered {', '.join(missing)}", f"choose from {', '.join(by_number)}")
+    return [by_number[w] for w in wanted]
+
+
+def _set_parameters(nb, params: dict) -> None:
+    """Rewrite the literals of the `parameters` cell (used in place, so the committed cell shows what ran)."""
+    for cell in nb.cells:
+        if "parameters" in cell.get("metadata", {}).get("tags", []):
+            src = cell.source
+            for k, v in params.items():
+                literal = json.dumps(v) if isinstance(v, str) else repr(v)
+                src, n = re.subn(rf"^{k}\s*=.*$", lambda m: f"{k} = {literal}", src, flags=re.M)
+                if n != 1:
+                    raise RuntimeError(f"parameters cell has no single line `{k} = ...`")
+            cell.source = src
+            return
+    raise RuntimeError("chapter has no cell tagged `parameters`")
+
+
+def _strip_cell_timings(nb) -> None:
+    for cell in nb.cells:
+        pm = cell.get("metadata", {}).get("papermill")
+        if pm is not None:
+            for k in _PER_CELL_PAPERMILL_KEYS:
+                pm.pop(k, None)
+            if not pm:
+                del cell.metadata["papermill"]
+        cell.get("metadata", {}).pop("execution", None)
+        if cell.get("metadata", {}).get("tags") == []:  # papermill adds empty tag lists
+            del cell.metadata["tags"]
+    nb.metadata.get("papermill", {}).pop("duration", None)
+    for k in ("start_time", "end_time", "input_path", "output_path", "environment_variables", "version"):
+        nb.metadata.get("papermill", {}).pop(k, None)
+
+
+def _failed_cell(nb) -> tuple[int, str]:
+    code_index = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        code_index += 1
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return code_index, f"{out.get('ename')}: {out.get('evalue')}"
+    return -1, "unknown error"
+
+
+def run_chapter(src: Path, dst: Path, params: dict, in_place: bool, log=print) -> bool:
+    import nbformat
+    import papermill as pm
+
+    nb = nbformat.read(src, as_version=4)
+    if in_place:
+        _set_parameters(nb, params)
+        pm_params = {}
+    else:
+        pm_params = params
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    tmp_in = dst.with_name(f".{dst.stem}.input.ipynb")
+    nbformat.write(nb, tmp_in)
+    ok = True
+    try:
+        pm.execute_notebook(str(tmp_in), str(dst), parameters=pm_params, kernel_name=KERNEL, cwd=str(NOTEBOOKS),
+                            progress_bar=False, log_output=False)
+    except pm.PapermillExecutionError as e:
+        ok = False
+        log(f"chapter {src.stem} failed in code cell {e.exec_count} ({e.ename}: {e.evalue}); "
+            f"what ran is in {dst}")
+    except Exception as e:  # the kernel died, or papermill could not start it
+        ok = False
+        log(f"chapter {src.stem} failed ({type(e).__name__}: {e}); what ran is in {dst}")
+    finally:
+        tmp_in.unlink(missing_ok=True)
+    if dst.exists():
+        out = nbformat.read(dst, as_version=4)
+        _strip_cell_timings(out)
+        out.metadata["papermill"] = {"parameters": params}
+        nbformat.write(out, dst)
+    if ok and in_place:
+        subprocess.run([sys.executable, "-m", "jupytext", "--sync", str(dst)], check=True, capture_output=True)
+    return ok
+
+
+def run_book(profile: str = "smoke", chapters: str | None = None, out: str | None = None, in_place: bool = False,
+             log=print) -> int:
+    from ..profiles import get_profile
+
+    get_profile(profile)
+    selected = globals()["chapters"](chapters)
+    if in_place:
+        if out:
+            raise UserError("--in-place and --out do not go together", "pass one of them")
+        params = {"profile": profile, "run_root": "../runs", "figures_dir": "../figures"}
+    else:
+        root = Path(out) if out else REPO / "build" / "book" / profile
+        root = root.resolve()
+        params = {"profile": profile, "run_root": str(root / "runs"), "figures_dir": str(root / "figures")}
+    for src in selected:
+        dst = src if in_place else Path(params["run_root"]).parent / src.name
+        log(f"book: {src.stem} with profile {profile} -> {dst}")
+        if not run_chapter(src, dst, params, in_place, log):
+            return 1
+    return 0

@@ -1,0 +1,347 @@
+"""Comparing runs with their noise: mean, spread and count per group, and a Welch t-test between groups.
+
+Runs are grouped by what was actually run: the same recipe, the same config hash (which covers the budget and
+every config field), the same step limit (`max_steps`, None for budget runs) and the same number of data-parallel
+processes (`world_size`, 1 for records without it: more processes take more steps in a budget, and more tokens
+per second). `by=` picks a coarser key.
+
+Each metric has a direction (`METRICS`: lower or higher is better). A difference is reported as better or
+worse only when the t-test clears `alpha` (0.05 by default); otherwise it is "inside the noise", however large
+the gap between the means looks. A difference between two groups that both have no spread, or a group with a
+single run, is not judged at all: t and p are NaN.
+
+Paired (`paired=True`, `frontier compare --paired`): runs of the same seed share their data order and
+initialisation, so much of their noise is common; each group's runs are matched with the first group's by seed
+(every seed once in each, the same seeds in both) and a paired t-test (scipy's ttest_rel) judges the per-seed
+differences, whose mean and spread are reported. `repeats_needed` says how many seeds (pairs, or runs per group
+for Welch) a two-sided t-test needs to detect a difference of a given size.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import mean, stdev
+
+from ..errors import UserError
+from ..records import load_record
+
+ALPHA = 0.05
+POWER = 0.8
+
+# The project's rule for claims, measured in chapter 05 (shown by `frontier compare --help`).
+NOISE_RULE = (
+    "How many seeds a claim needs here (chapter 05, cpu profile, recipe ngram; records in runs/cpu/ngram, "
+    "ngram-again1/2 and ema-start0.5-hl0.15): the seed-to-seed std of val_bpb is 0.0027, and the same seed at the "
+    "same budget varies by 0.0039 when the machine's speed changes between sessions. For p < 0.05 with power 0.8, "
+    "a difference of 0.005 needs 6 seeds per group (Welch) and 0.002 needs 30. Compare runs trained in the same "
+    "session; pair by seed (--paired) only those (across sessions the per-seed differences had a std of 0.0049, "
+    "larger than the seed spread); a gain measured inside one run (val_bpb_live against val_bpb_ema) is sharper "
+    "than any comparison between runs."
+)
+
+# Record fields that can be compared, and whether lower is better (True) or higher is better (False).
+METRICS: dict[str, bool] = {
+    "val_bpb": True,
+    "val_loss": True,
+    "final_train_loss": True,
+    "charged_s": True,
+    "uncharged_s": True,
+    "wall_s": True,
+    "first_step_s": True,
+    "step_s_median": True,
+    "compile_s": True,
+    "eval_s": True,
+    "peak_mib": True,
+    "tokens_per_s": False,
+    "tokens_per_s_median": False,
+    "tokens_per_s_min": False,
+    "steps": False,
+    "tokens": False,
+}
+# val_bpb under another convention (val_bpb_parameter-golf), or of other weights (val_bpb_live, val_loss_ema)
+LOWER_IS_BETTER_PREFIXES = ("val_bpb_", "val_loss_")
+
+BY_RUN = "run"  # the default grouping: (recipe, config_hash, max_steps, world_size)
+BY_CHOICES = (BY_RUN, "recipe", "config_hash", "profile", "recipe+budget", "label")
+
+
+@dataclass(frozen=True)
+class Group:
+    name: str
+    values: tuple[float, ...]
+    runs: tuple[str, ...]
+    seeds: tuple = ()  # the seed of each run (for pairing), where known
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return mean(self.values)
+
+    @property
+    def std(self) -> float:
+        return stdev(self.values) if self.n > 1 else float("nan")
+
+
+@dataclass(frozen=True)
+class Difference:
+    a: str
+    b: str
+    delta: float  # mean(b) - mean(a) (paired: also the mean of the per-seed differences b - a)
+    t: float
+    p: float
+    verdict: str
+    test: str = "welch"  # or "paired"
+    pairs: int | None = None  # paired: the number of seeds matched
+    diff_std: float | None = None  # paired: the sample std of the per-seed differences (NaN with one pair)
+
+
+def metric_lower_is_better(metric: str) -> bool:
+    """Whether a lower value of `metric` is better; a UserError naming the known metrics if it has no direction."""
+    if metric in METRICS:
+        return METRICS[metric]
+    if metric.startswith(LOWER_IS_BETTER_PREFIXES):
+        return True
+    known = ", ".join(sorted(METRICS)) + ", " + ", ".join(p + "*" for p in LOWER_IS_BETTER_PREFIXES)
+    raise UserError(f"unknown metric {metric!r}", f"use one of: {known}")
+
+
+def welch(a: Group, b: Group, metric: str = "val_bpb", alpha: float = ALPHA,
+          lower_is_better: bool | None = None) -> Difference:
+    """Welch's t-test of `b` against `a` (scipy's ttest_ind, equal_var=False); delta is mean(b) - mean(a).
+
+    The verdict says better or worse in the metric's direction (`lower_is_better`, by default looked up from
+    `metric`) when p < alpha, else "inside the noise". With fewer than 2 runs in a group, or no spread in
+    either group, t and p are NaN and the verdict says why the difference cannot be judged.
+    """
+    lower = metric_lower_is_better(metric) if lower_is_better is None else lower_is_better
+    delta = b.mean - a.mean
+    nan = float("nan")
+    if a.n < 2 or b.n < 2:
+        return Difference(a.name, b.name, delta, nan, nan, "needs at least 2 runs per group")
+    if a.std == 0 and b.std == 0:
+        return Difference(a.name, b.name, delta, nan, nan, "cannot be judged: no measured spread")
+    from scipy.stats import ttest_ind
+
+    res = ttest_ind(b.values, a.values, equal_var=False)
+    t, p = float(res.statistic), float(res.pvalue)
+    return Difference(a.name, b.name, delta, t, p, _verdict(delta, p, alpha, lower))
+
+
+def _verdict(delta: float, p: float, alpha: float, lower: bool) -> str:
+    if not p < alpha:
+        return "inside the noise"
+    better = (delta < 0) == lower
+    return f"{'better' if better else 'worse'} beyond the noise (p < {alpha})"
+
+
+def pair_by_seed(a: Group, b: Group) -> list[tuple[int, float, float]]:
+    """(seed, a's value, b's value) for each seed, in seed order. UserError (one line) where a group has a run
+    without a seed or a seed twice, or where a seed of one group has no partner in the other."""
+    by_seed = []
+    for g in (a, b):
+        seeds = list(g.seeds) if len(g.seeds) == g.n else [None] * g.n
+        if None in seeds:
+            raise UserError(f"cannot pair by seed: a run of {g.name!r} records no seed", "compare without --paired")
+        twice = sorted({s for s in seeds if seeds.count(s) > 1})
+        if twice:
+            raise UserError(f"cannot pair by seed: {g.name!r} has seed {', '.join(map(str, twice))} more than once",
+                            "pass one run per seed and group, or compare without --paired")
+        by_seed.append(dict(zip(seeds, g.values)))
+    alone = {g.name: sorted(set(mine) - set(other)) for g, mine, other in
+             [(a, by_seed[0], by_seed[1]), (b, by_seed[1], by_seed[0])]}
+    if any(alone.values()):
+        where = "; ".join(f"seed {', '.join(map(str, s))} of {name!r}" for name, s in alone.items() if s)
+        raise UserError(f"cannot pair by seed: no partner for {where}",
+                        "pass the same seeds for both groups, or compare without --paired")
+    return [(s, by_seed[0][s], by_seed[1][s]) for s in sorted(by_seed[0])]
+
+
+def paired_test(a: Group, b: Group, metric: str = "val_bpb", alpha: float = ALPHA,
+                lower_is_better: bool | None = None) -> Difference:
+    """A paired t-test of `b` against `a`, runs matched by seed (`pair_by_seed`): scipy's ttest_rel(b, a) on the
+    per-seed values. delta = the mean of the differences b - a, `diff_std` their sample std, `pairs` their count.
+    With fewer than 2 pairs, or differences without spread, t and p are NaN and the verdict says why."""
+    lower = metric_lower_is_better(metric) if lower_is_better is None else lower_is_better
+    pairs = pair_by_seed(a, b)
+    diffs = [vb - va for _, va, vb in pairs]
+    delta, nan = mean(diffs), float("nan")
+    sd = stdev(diffs) if len(diffs) > 1 else nan
+    kw = dict(test="paired", pairs=len(pairs), diff_std=sd)
+    if len(pairs) < 2:
+        return Difference(a.name, b.name, delta, nan, nan, "needs at least 2 pairs", **kw)
+    if sd == 0:
+        return Difference(a.name, b.name, delta, nan, nan, "cannot be judged: no spread in the differences", **kw)
+    from scipy.stats import ttest_rel
+
+    res = ttest_rel([vb for _, _, vb in pairs], [va for _, va, _ in pairs])
+    t, p = float(res.statistic), float(res.pvalue)
+    return Difference(a.name, b.name, delta, t, p, _verdict(delta, p, alpha, lower), **kw)
+
+
+def t_test_power(n: int, effect: float, alpha: float = ALPHA, paired: bool = True) -> float:
+    """The power of a two-sided t-test at level `alpha` to detect a true difference of `effect` standard
+    deviations: paired, n pairs (df n - 1, noncentrality effect * sqrt(n)); else Welch with n runs per group and
+    equal spreads (df 2n - 2, noncentrality effect * sqrt(n / 2)). Exact, from scipy's noncentral t."""
+    from scipy.stats import nct
+    from scipy.stats import t as t_dist
+
+    df, nc = (n - 1, abs(effect) * math.sqrt(n)) if paired else (2 * n - 2, abs(effect) * math.sqrt(n / 2))
+    crit = t_dist.ppf(1 - alpha / 2, df)
+    return float(nct.sf(crit, df, nc) + nct.cdf(-crit, df, nc))
+
+
+def repeats_needed(delta: float, sd: float, alpha: float = ALPHA, power: float = POWER, paired: bool = True) -> int:
+    """The fewest seeds a two-sided t-test at level `alpha` needs to detect a true difference `delta` with
+    probability `power`: paired, the number of pairs, `sd` the std of the per-seed differences; else (Welch)
+    the runs per group, `sd` each group's std (equal in both). The smallest n >= 2 with `t_test_power` >= power,
+    searched from the normal approximation ((z_(1-alpha/2) + z_power) * sd / delta)^2 (times 2 for Welch)."""
+    if not delta or not math.isfinite(delta) or not sd > 0 or not math.isfinite(sd):
+        raise UserError(f"repeats_needed needs a nonzero delta and a positive sd (got delta={delta}, sd={sd})",
+                        "pass the difference to detect and the measured standard deviation")
+    if not (0 < alpha < 1 and 0 < power < 1):
+        raise UserError(f"alpha and power must lie in (0, 1) (got {alpha}, {power})", "pass e.g. 0.05 and 0.8")
+    from scipy.stats import norm
+
+    effect = abs(delta) / sd
+    n = max(2, math.floor((norm.ppf(1 - alpha / 2) + norm.ppf(power)) ** 2 / effect**2 * (1 if paired else 2)))
+    while n > 2 and t_test_power(n - 1, effect, alpha, paired) >= power:
+        n -= 1
+    while t_test_power(n, effect, alpha, paired) < power:
+        n += 1
+    return n
+
+
+def folder_label(rec: dict) -> str | None:
+    """The folder name that labels a run: a seed folder's parent (`runs/cpu/bigram-640steps/s0` or `.../s0-2` ->
+    `bigram-640steps`), else the run folder's own name; None without a run_dir or if it is the profile name."""
+    run_dir = rec.get("run_dir")
+    if not run_dir:
+        return None
+    path = Path(run_dir)
+    name = path.parent.name if re.fullmatch(r"s\d+(-\d+)?", path.name) else path.name
+    return None if not name or name == rec.get("profile") else name
+
+
+def run_label(rec: dict) -> str:
+    """What to call one run: its `label` field, else its folder label, else its recipe."""
+    return rec.get("label") or folder_label(rec) or str(rec.get("recipe"))
+
+
+def group_key(rec: dict, by: str = BY_RUN) -> tuple:
+    """The key `rec` is grouped under: (recipe, config_hash, max_steps, world_size) by default, else the field `by`
+    (`recipe+budget`: recipe and budget_s; `label`: `run_label`)."""
+    if by == BY_RUN:
+        return rec.get("recipe"), rec.get("config_hash"), rec.get("max_steps"), rec.get("world_size", 1)
+    if by == "recipe+budget":
+        return (f"{rec['recipe']}@{rec['budget_s']:g}s",)
+    if by == "label":
+        return (run_label(rec),)
+    return (str(rec.get(by)),)
+
+
+def group_name(recs: list[dict]) -> str:
+    """The name of a default group: the `label` all its records share, else the folder label they all share,
+    else the recipe."""
+    for label in ([r.get("label") for r in recs], [folder_label(r) for r in recs]):
+        if label[0] and len(set(label)) == 1:
+            return label[0]
+    return str(recs[0].get("recipe"))
+
+
+def name_groups(keyed: dict[tuple, list[dict]], by: str = BY_RUN) -> list[str]:
+    """One name per group, in order. Default groups get `group_name`, with ` [config hash, N steps, x P
+    processes]` added to names that two groups would otherwise share; other groupings are named by their key."""
+    if by != BY_RUN:
+        return [key[0] for key in keyed]
+    names = [group_name(recs) for recs in keyed.values()]
+    shared = {name for name in names if names.count(name) > 1}
+    for i, (recipe, config_hash, max_steps, world_size) in enumerate(keyed):
+        if names[i] in shared:
+            steps = f", {max_steps} steps" if max_steps else ""
+            procs = f", x{world_size} processes" if world_size != 1 else ""
+            names[i] = f"{names[i]} [{str(config_hash)[:8]}{steps}{procs}]"
+    return names
+
+
+def group_records(recs: list[dict], by: str = BY_RUN, metric: str = "val_bpb") -> list[Group]:
+    """Groups of the records that hold `metric`, keyed by `group_key`, in order of first appearance."""
+    keyed: dict[tuple, list[dict]] = {}
+    for rec in recs:
+        if rec.get(metric) is not None:
+            keyed.setdefault(group_key(rec, by), []).append(rec)
+    return [Group(name, tuple(float(r[metric]) for r in rs), tuple(str(r.get("run_dir", "?")) for r in rs),
+                  tuple(r.get("seed") for r in rs))
+            for name, rs in zip(name_groups(keyed, by), keyed.values())]
+
+
+def compare(runs: list[str | Path | dict], by: str = BY_RUN, metric: str = "val_bpb",
+            paired: bool = False) -> tuple[list[Group], list[Difference]]:
+    """Load the runs (folders or records), keep the finished ones, group them (`group_records`) and test every
+    group against the first one (`welch`, or with `paired` `paired_test`, runs matched by seed). UserError for an
+    unknown metric, a grouping field no record has, no finished run holding the metric, or (paired) runs that
+    cannot be matched by seed."""
+    lower = metric_lower_is_better(metric)
+    recs = [r if isinstance(r, dict) else load_record(r) for r in runs]
+    unfinished = [r.get("run_dir", "?") for r in recs if r.get("status") != "finished"]
+    recs = [r for r in recs if r.get("status") == "finished"]
+    if not recs:
+        raise UserError(f"no finished runs among those given (unfinished: {', '.join(unfinished) or 'none'})",
+                        "pass run folders whose result.json has status finished")
+    if by not in BY_CHOICES and not any(by in r for r in recs):
+        raise UserError(f"no run record has a field {by!r} to group by", f"use --by with one of: {', '.join(BY_CHOICES)}")
+    groups = group_records(recs, by, metric)
+    if not groups:
+        raise UserError(f"no finished run records {metric!r}", "pass runs that record it, or choose another --metric")
+    test = paired_test if paired else welch
+    diffs = [test(groups[0], g, metric, lower_is_better=lower) for g in groups[1:]]
+    return groups, diffs
+
+
+def compact_runs(runs: tuple[str, ...]) -> str:
+    """Run folders joined by ', ', each one after the first written as its last part alone when it shares its
+    parent folder with the one before (`runs/cpu/bigram/s0, s1, s2`)."""
+    parts, parent = [], None
+    for run in runs:
+        path = Path(run)
+        parts.append(path.name if path.parent == parent else run)
+        parent = path.parent
+    return ", ".join(parts)
+
+
+def format_comparison(groups: list[Group], diffs: list[Difference], metric: str = "val_bpb") -> str:
+    """A table of n, mean and spread per group, the metric's direction, each difference against the first
+    group with its t and p (Welch, or paired: with the number of pairs and the std of the per-seed differences)
+    and verdict, then the run folders that went into each group."""
+    width = max(len(g.name) for g in groups) + 2
+    lines = [f"{'group':<{width}} {'n':>3} {metric + ' mean':>14} {'std':>9}"]
+    for g in groups:
+        std = "-" if g.n < 2 else f"{g.std:.4f}"
+        lines.append(f"{g.name:<{width}} {g.n:>3} {g.mean:>14.4f} {std:>9}")
+    lines.append(_direction_line(metric))
+    for d in diffs:
+        if d.test == "paired":
+            sd = "-" if math.isnan(d.diff_std) else f"{d.diff_std:.4f}"
+            p = "" if math.isnan(d.p) else f", paired t={d.t:.2f}, p={d.p:.3g}"
+            lines.append(f"{d.b} - {d.a}: {d.delta:+.4f} (mean of {d.pairs} per-seed differences, std {sd}{p}): "
+                         f"{d.verdict}")
+            continue
+        p = "" if math.isnan(d.p) else f" (Welch t={d.t:.2f}, p={d.p:.3g})"
+        lines.append(f"{d.b} - {d.a}: {d.delta:+.4f}{p}: {d.verdict}")
+    lines.append("runs:")
+    lines += [f"  {g.name}: {compact_runs(g.runs)}" for g in groups]
+    return "\n".join(lines)
+
+
+def _direction_line(metric: str) -> str:
+    """`(lower METRIC is better)` or `(higher METRIC is better)`; `(METRIC has no known direction)` if unknown."""
+    try:
+        lower = metric_lower_is_better(metric)
+    except UserError:
+        return f"({metric} has no known direction)"
+    return f"({'lower' if lower else 'higher'} {metric} is better)"

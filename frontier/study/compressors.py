@@ -1,0 +1,107 @@
+"""What classical compressors reach on the same validation split, in the same unit (bits per byte).
+
+A compressor gets the training text as context, as the model does: its score is
+    bpb = 8 * (len(compress(train + val)) - len(compress(train))) / len(val)
+where val is the concatenated UTF-8 text of the validation documents (exactly `val_bytes` bytes) and train the
+training text (the last `context_bytes` of it, for large datasets). The texts are decoded from the shards, which
+the lossless tokenizer makes exact.
+
+- xz (LZMA2, preset 9 extreme, a dictionary larger than the context)
+- PPMd variant H, the context-mixing model of 7z (through `pyppmd`, or the `7z` command where installed), at
+  7z's default order 6 and at order 16
+- bzip2 and gzip for scale (gzip's 32 KB window sees almost none of the context)
+"""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import shutil
+import subprocess
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..data.dataset import Dataset
+
+DEFAULT_CONTEXT_BYTES = 64 << 20
+
+
+def split_text(dataset: Dataset, split: str) -> bytes:
+    """The documents of a split, decoded from its shards and concatenated (UTF-8)."""
+    tok = dataset.tokenizer
+    shards = dataset.train_tokens() if split == "train" else [dataset.val_tokens()]
+    out = []
+    for shard in shards:
+        ids = np.asarray(shard)
+        cuts = np.flatnonzero(ids == tok.bos_id)
+        for a, b in zip(cuts, list(cuts[1:]) + [len(ids)]):
+            out.append(tok.decode(ids[a + 1 : b].tolist()).encode("utf-8"))
+    return b"".join(out)
+
+
+def _xz(data: bytes) -> bytes:
+    filters = [{"id": lzma.FILTER_LZMA2, "preset": 9 | lzma.PRESET_EXTREME, "dict_size": max(1 << 20, min(len(data) * 2, 1 << 30))}]
+    return lzma.compress(data, format=lzma.FORMAT_XZ, filters=filters)
+
+
+def _ppmd(order: int):
+    def compress(data: bytes) -> bytes:
+        import pyppmd
+
+        return pyppmd.compress(data, max_order=order, mem_size=256 << 20)
+
+    return compress
+
+
+def _ppmd_7z(order: int):
+    def compress(data: bytes) -> bytes:
+        with tempfile.TemporaryDirectory() as d:
+            src, dst = Path(d) / "in.txt", Path(d) / "out.7z"
+            src.write_bytes(data)
+            subprocess.run([shutil.which("7z") or "7z", "a", "-bd", "-y", f"-m0=PPMd:o={order}:mem=256m", str(dst), str(src)],
+                           check=True, capture_output=True)
+            return dst.read_bytes()
+
+    return compress
+
+
+def available() -> dict:
+    """name -> compress function, for the compressors this machine has."""
+    comps = {"xz -9e": _xz}
+    try:
+        import pyppmd  # noqa: F401
+
+        comps["PPMd o6 (7z default)"] = _ppmd(6)
+        comps["PPMd o16"] = _ppmd(16)
+    except ImportError:
+        if shutil.which("7z"):
+            comps["PPMd o6 (7z default)"] = _ppmd_7z(6)
+            comps["PPMd o16"] = _ppmd_7z(16)
+    comps["bzip2 -9"] = lambda d: bz2.compress(d, 9)
+    comps["gzip -9"] = lambda d: zlib.compress(d, 9)
+    return comps
+
+
+def conditional_bpb(compress, context: bytes, target: bytes) -> float:
+    return 8 * (len(compress(context + target)) - len(compress(context))) / len(target)
+
+
+def compressor_bpb(dataset: Dataset, context_bytes: int = DEFAULT_CONTEXT_BYTES) -> list[dict]:
+    """One row per available compressor: its bits per byte on the validation split, given the train text."""
+    train, val = split_text(dataset, "train"), split_text(dataset, "val")
+    if len(val) != dataset.val_bytes:
+        raise RuntimeError(f"decoded validation text has {len(val)} bytes, the manifest says {dataset.val_bytes}")
+    context = train[-context_bytes:]
+    rows = []
+    for name, fn in available().items():
+        rows.append({
+            "compressor": name,
+            "val_bpb": conditional_bpb(fn, context, val),
+            "val_bpb_alone": 8 * len(fn(val)) / len(val),
+            "context_bytes": len(context),
+            "val_bytes": len(val),
+        })
+    return rows

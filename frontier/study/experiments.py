@@ -1,0 +1,211 @@
+"""Runs as the chapters use them: train a recipe, or reuse a finished record that the current code reproduces.
+
+A run lives in `ROOT/PROFILE/LABEL/sSEED`, where LABEL is the recipe (or a name given for a variant). A finished
+record there is reused when (1) its config hash, data manifest, step limit and device backend match what would
+be trained now (for a run under a budget: on hardware as fast, the same CPU model, core and thread counts and GPU,
+since the budget decides how many steps it takes), and (2) the current code reproduces it (`frontier.study.replay`: the first steps' losses bit for bit,
+the same scorer). So chapters share runs (chapter 02's eager runs are chapter 01's baseline runs), re-running
+the book trains only what changed, and every quoted number comes from code shown to produce it.
+
+Nothing here deletes a record. A record that cannot be reused stays where it is, and the new run goes beside it
+(`sSEED-2`, `sSEED-3`, ...); the newest reusable one of those folders is the one a chapter reads. A run can be
+excluded from quotation by a note beside its record (`frontier.records.exclude`, with the reason); it is then
+never reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from .. import records
+from ..config import EMAConfig, RunConfig
+from ..data.dataset import Dataset, profile_dataset
+from ..devices import select_device
+from ..profiles import Profile, get_profile
+from ..recipes import resolve
+from ..train.trainer import CHECKPOINT, train
+from . import replay, report
+from .bench import run_bench
+from .bench_table import run_table_bench
+
+
+def size(n_layer: int, n_embd: int, head_dim: int = 64, **more) -> dict:
+    """A model size as profile fields: `n_layer` blocks of width `n_embd`, as many heads (query and key/value) of
+    `head_dim` channels as fit, and any other profile field (`batch_size=8`)."""
+    heads = n_embd // head_dim
+    return dict(n_layer=n_layer, n_embd=n_embd, n_head=heads, n_kv_head=heads, **more)
+
+
+# The model sizes chapter 01 tries before fixing a profile's size (one seed each, at the profile's budget).
+SIZE_SWEEPS: dict[str, list[dict]] = {
+    "smoke": [size(1, 64, head_dim=32), size(2, 64, head_dim=32)],
+    "cpu": [size(2, 128), size(4, 128), size(6, 128), size(3, 192), size(4, 192), size(6, 192), size(4, 256),
+            size(4, 192, batch_size=8), size(4, 128, batch_size=8)],
+}
+
+
+# The sizes chapter 07 tries for the final recipe around the profile's own (one seed each; the profile's size has
+# the ladder's seeds): one step in depth and one in width either side.
+FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
+    "smoke": [size(1, 64, head_dim=32), size(2, 96, head_dim=32)],
+    "cpu": [size(2, 192), size(4, 192), size(3, 128), size(3, 256)],
+}
+
+
+def size_label(sizes: dict) -> str:
+    return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
+
+
+def ema_label(ema: EMAConfig) -> str:
+    """A folder label for an EMA setting of a sweep: `ema-start0.5-hl0.1`, plus `-every4`, `-mix0.5` where those
+    are not 1."""
+    return (f"ema-start{ema.start_frac:g}-hl{ema.half_life_frac:g}" + (f"-every{ema.every}" if ema.every != 1 else "")
+            + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
+
+
+def ngram_label(recipe: str, ngram: dict) -> str:
+    """A folder label for an n-gram setting of a sweep: `ngram-only-max_order4-slots8`."""
+    return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
+
+
+def profile_with(profile: str | Profile, **sizes) -> Profile:
+    """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
+    p = get_profile(profile)
+    return dataclasses.replace(p, **sizes) if sizes else p
+
+
+def seed_dirs(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None) -> list[Path]:
+    """The run folders of this label and seed that exist, newest first (`sSEED-3`, `sSEED-2`, `sSEED`)."""
+    base = Path(root) / cfg.profile / (label or cfg.recipe)
+    found = [p for p in [base / f"s{seed}", *base.glob(f"s{seed}-*")] if p.is_dir() and _version(p, seed) > 0]
+    return sorted(found, key=lambda p: _version(p, seed), reverse=True)
+
+
+def _version(path: Path, seed: int) -> int:
+    if path.name == f"s{seed}":
+        return 1
+    tail = path.name[len(f"s{seed}-"):]
+    return int(tail) if tail.isdigit() else 0
+
+
+def new_run_dir(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None) -> Path:
+    """The next free folder for this label and seed: `sSEED`, then `sSEED-2`, `sSEED-3`, ..."""
+    existing = seed_dirs(root, cfg, seed, label)
+    base = Path(root) / cfg.profile / (label or cfg.recipe)
+    return base / (f"s{seed}" if not existing else f"s{seed}-{_version(existing[0], seed) + 1}")
+
+
+# What a run under a wall-clock budget depends on besides the code and config: how many steps fit in the budget.
+SPEED_FIELDS = ("cpu", "cpu_cores", "torch_threads", "gpu")
+
+
+def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str,
+             hardware: dict | None = None) -> str | None:
+    """Why a record is not the run that would be trained now (None: it is). `hardware` (`records.hardware` of
+    this machine): a run under a budget (no step limit) is only the run of a machine as fast, so a budgeted
+    record made on other hardware (`SPEED_FIELDS`) is not reused; a step-limited one is."""
+    if rec.get("status") != "finished":
+        return f"status {rec.get('status')}"
+    if rec.get("config_hash") != cfg.digest():
+        return "another config"
+    if rec.get("data", {}).get("manifest_hash") != dataset.manifest_hash:
+        return "other data"
+    if rec.get("max_steps") != steps:
+        return f"max_steps {rec.get('max_steps')} (wanted {steps})"
+    if rec.get("device", {}).get("backend") != backend:
+        return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
+    if steps is None and hardware is not None:
+        theirs = rec.get("hardware", {})
+        other = [f"{k} {theirs.get(k)!r} (here {hardware.get(k)!r})" for k in SPEED_FIELDS
+                 if theirs.get(k) != hardware.get(k)]
+        if other:
+            return "trained under a budget on other hardware: " + ", ".join(other)
+    return None
+
+
+def run(
+    recipe: str,
+    profile: str | Profile = "cpu",
+    seed: int = 0,
+    root: str | Path = "runs",
+    budget_s: float | None = None,
+    steps: int | None = None,
+    label: str | None = None,
+    sizes: dict | None = None,
+    ema: EMAConfig | None = None,
+    ngram: dict | None = None,
+    data: str | Path | Dataset | None = None,
+    device: str = "auto",
+    reuse: bool = True,
+    need_checkpoint: bool = False,
+    log=print,
+) -> dict:
+    """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
+    run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
+    `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model
+    (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`, `ngram_label`) so that it
+    gets folders of its own.
+    `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
+    committed) is trained again."""
+    prof = get_profile(profile)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes)
+    if isinstance(data, Dataset):
+        dataset = data
+    else:
+        dataset = Dataset(data) if data else profile_dataset(prof, log=log)
+    dev = select_device(device)
+    for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
+        rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
+        why = mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device))
+        if why is None and records.excluded(run_dir):
+            why = f"excluded: {records.excluded(run_dir)}"
+        if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
+            why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
+        if why is None:
+            check = replay.verify(run_dir, rec, dataset, dev, log=log)
+            if check["reproduced"]:
+                log(f"{run_dir}: reusing (val_bpb {rec['val_bpb']:.4f}; trained by code "
+                    f"{str(rec['code'].get('git_sha'))[:8]}, reproduced by {str(check['code'].get('git_sha'))[:8]})")
+                return {**rec, "replay": check}
+            why = f"not reproduced by the current code ({check['why']})"
+        log(f"{run_dir}: not reused: {why}")
+    run_dir = new_run_dir(root, cfg, seed, label)
+    log(f"{run_dir}: training {cfg.recipe} ({label or 'recipe'}), seed {seed}, "
+        f"{f'{steps} steps' if steps else f'budget {cfg.train.budget_s:g}s'} on {dev.backend}")
+    rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False, label=label,
+                command=[f"frontier.study.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
+                         f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
+                         + (f", ema={ema!r}" if ema is not None else "")
+                         + (f", ngram={ngram!r})" if ngram else ")")])
+    log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
+    return rec
+
+
+def seeds(recipe: str, profile: str | Profile, n: int | None = None, **kw) -> list[dict]:
+    """`run` for seeds 0..n-1 (n defaults to the profile's `seeds`); the keywords (`label`, `sizes`, `ema`, ...)
+    go to each `run`."""
+    p = get_profile(profile)
+    return [run(recipe, p, seed=s, **kw) for s in range(n or p.seeds)]
+
+
+def code_banner() -> str:
+    """Which code runs a chapter, and the rule for the records it quotes."""
+    c = records.code_version()
+    return (f"code {report.short_code(c)} (source {c['source_sha256']}); a run record written by other code is "
+            f"quoted only if this code reproduces it (frontier.study.replay)")
+
+
+def bench(recipes: list[str], profile: str | Profile, root: str | Path = "runs", **kw) -> dict:
+    """`frontier.study.bench.run_bench`, kept as a bench record in `ROOT/PROFILE/bench/` and read back from it."""
+    p = get_profile(profile)
+    result = run_bench(recipes, profile=p.name, out=Path(root) / p.name / "bench", **kw)
+    return records.load_bench_record(result["path"])
+
+
+def table_bench(rows_list: list[int], dim: int, batch, profile: str | Profile, root: str | Path = "runs",
+                **kw) -> dict:
+    """`frontier.study.bench_table.run_table_bench` (the bigram table's update), kept in `ROOT/PROFILE/bench/`, read back."""
+    p = get_profile(profile)
+    result = run_table_bench(rows_list, dim, batch, profile=p.name, out=Path(root) / p.name / "bench", **kw)
+    return records.load_bench_record(result["path"])

@@ -1,0 +1,166 @@
+"""Replay: is a finished run record still what the current code produces?
+
+A chapter quotes a record written earlier only when the current code is shown to produce the same numbers.
+The rule, which a reader can check by running `frontier replay RUN_DIR`:
+
+1. **Training.** Rebuild the record's model, optimisers and data order from its config and seed, train its first
+   steps (up to `REPLAY_STEPS`, those the record logged at full learning rate, so the charged clock that drives
+   the schedule does not enter), and compare the training losses with the record's logged curve. An eager model
+   must reproduce every one bit for bit. A compiled model must reproduce each within `REL_TOL_COMPILED`
+   (relative): on CPU, Inductor's code is not bit-stable from run to run (two runs of the same code and seed
+   differ by one float32 rounding, about 1e-7 relative, at some steps), so bit-for-bit would reject the code
+   that wrote the record; any change to what is computed moves ten steps' losses far more than that. A record of
+   a data-parallel run (`world_size` > 1; the replay runs one process on the whole batch, which trains the same
+   thing with its sums in another order) must reproduce them within `REL_TOL_DATA_PARALLEL`.
+2. **Scoring.** The current scorer counts the same validation tokens and bytes as the record (`val_tokens`,
+   `val_bytes`: the windows and the byte counting), and the scoring functions of `frontier/train/bpb.py`
+   (`SCORER_FUNCTIONS`: the formula, which positions and bytes count, the evaluation loop) have the same source
+   as at the record's commit (git).
+
+A record written by this very code (the same `source_sha256`) needs no replay. Each check is written beside the record as `replay-<source hash>.json` (the current code's version, the
+hardware, both loss lists and the verdict), never over it; a later check by the same code reads that file
+instead of training again. Hardware matters: a record from another machine is rarely reproduced bit for bit,
+and is then trained again rather than quoted.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from .. import records
+from ..config import RunConfig
+from ..data.dataset import Dataset
+from ..devices import DeviceInfo
+
+REPLAY_STEPS = 10
+REL_TOL_COMPILED = 1e-6  # about 8 float32 roundings; the same code's compiled runs differ by 1 (about 1e-7)
+REL_TOL_DATA_PARALLEL = 1e-5  # 2 ranks against 1 process: measured within 1.6e-7 (tests/test_distributed.py)
+SCORER_FILE = "frontier/train/bpb.py"
+SCORER_FILE_EARLIER = ("frontier/bpb.py",)  # where it lived at older commits (before the package had rooms)
+SCORER_FUNCTIONS = ("bits_per_byte", "scored_bytes", "evaluate_bpb")
+
+
+def replay_path(run_dir: str | Path, source_sha: str) -> Path:
+    return Path(run_dir) / f"replay-{source_sha}.json"
+
+
+def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, steps: int) -> list[float]:
+    """The training losses of the first `steps` steps of `cfg` with `seed`, as `frontier.train.trainer.train` takes
+    them (same set-up, same step), at full learning rate."""
+    from ..train.trainer import setup_training, train_step
+
+    run = setup_training(cfg, dataset, device, seed)
+    if run.ngram is not None and run.ngram.cfg.counting == "shards":
+        run.ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
+    losses = []
+    for step in range(steps):
+        loss, _ = train_step(run.step_model, run.opts, run.loader, device, 0.0, step, run.ngram)
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def scorer_source(text: str) -> dict[str, str]:
+    """The source of each scoring function (`SCORER_FUNCTIONS`) in the text of the scorer's file."""
+    tree = ast.parse(text)
+    return {node.name: ast.get_source_segment(text, node) for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name in SCORER_FUNCTIONS}
+
+
+def _scorer_unchanged_since(sha: str | None) -> tuple[bool, str]:
+    if not sha:
+        return False, "the record names no git commit"
+    for where in (SCORER_FILE, *SCORER_FILE_EARLIER):  # the scorer's file at that commit: its first path there
+        try:
+            out = subprocess.run(["git", "-C", str(records.REPO), "show", f"{sha}:{where}"],
+                                 capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return False, f"git is not available ({e})"
+        if out.returncode == 0:
+            break
+    else:
+        return False, f"git cannot show {SCORER_FILE} at {sha[:8]} ({out.stderr.strip()[:120]})"
+    now = scorer_source((records.REPO / SCORER_FILE).read_text())
+    if scorer_source(out.stdout) != now:
+        return False, f"the scoring functions of {SCORER_FILE} changed since {sha[:8]}"
+    return True, f"{', '.join(SCORER_FUNCTIONS)} in {SCORER_FILE} unchanged since {sha[:8]}"
+
+
+def check_losses(logged_steps: list[int], logged: list[float], replayed: list[float],
+                 rel_tol: float = 0.0) -> tuple[bool, str]:
+    """Compare the record's logged losses (at steps 1..len(replayed)) with the replay's: each within `rel_tol`
+    relative (0.0: bit for bit)."""
+    pairs = [(s, a, replayed[s - 1]) for s, a in zip(logged_steps, logged) if 1 <= s <= len(replayed)]
+    if not pairs:
+        return False, f"the record logs no loss within the first {len(replayed)} steps"
+    for s, a, b in pairs:
+        if abs(a - b) > rel_tol * abs(a):
+            return False, f"loss at step {s}: record {a!r}, replay {b!r}"
+    how = "bit for bit" if rel_tol == 0.0 else f"within {rel_tol:g} relative"
+    return True, f"losses at steps {', '.join(str(s) for s, _, _ in pairs)} reproduced {how}"
+
+
+def loss_tolerance(cfg: RunConfig, world_size: int = 1) -> float:
+    """0.0 (bit for bit) for an eager model; `REL_TOL_COMPILED` for a compiled one, whose losses are not bit-stable
+    from one run of the same code to the next on CPU; `REL_TOL_DATA_PARALLEL` for a record of `world_size` > 1
+    processes (replayed by one)."""
+    tol = REL_TOL_COMPILED if cfg.train.compile else 0.0
+    return max(tol, REL_TOL_DATA_PARALLEL) if world_size > 1 else tol
+
+
+def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print) -> dict:
+    """Check (or read the earlier check by this code of) whether the current code reproduces the record."""
+    code = records.code_version()
+    if (rec.get("code") or {}).get("source_sha256") == code["source_sha256"]:
+        return {"reproduced": True, "why": "trained by this code (same source hash)", "code": code}
+    path = replay_path(run_dir, code["source_sha256"])
+    if path.is_file():
+        return json.loads(path.read_text())
+    cfg = RunConfig.from_dict(rec["config"])
+    curve = rec.get("curve", {})
+    # A logged loss at step s is comparable when the update of step s ran at full learning rate: the schedule
+    # only decays, so every update before it did too.
+    steps = [s for s, m in zip(curve.get("step", []), curve.get("lr_mult", [])) if s <= REPLAY_STEPS and m == 1.0]
+    result = {"record": str(Path(run_dir) / records.RECORD), "record_code": rec.get("code"), "code": code,
+              "hardware": records.hardware(device.device), "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    replayed: list[float] = []
+    if not steps:
+        ok, why = False, "the record logs no full-learning-rate loss in its first steps to compare"
+    else:
+        t0 = time.perf_counter()
+        replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps))
+        result["replay_s"] = time.perf_counter() - t0
+        logged = dict(zip(curve["step"], curve["train_loss"]))
+        ok, why = check_losses(steps, [logged[s] for s in steps], replayed,
+                              loss_tolerance(cfg, rec.get("world_size", 1)))
+    result["steps"] = steps
+    result["losses"] = {"record": [dict(zip(curve.get("step", []), curve.get("train_loss", [])))[s] for s in steps],
+                        "replay": [replayed[s - 1] for s in steps] if replayed else []}
+    if ok:
+        val_tokens, val_bytes = count_scored(dataset, cfg)
+        if (val_tokens, val_bytes) != (rec.get("val_tokens"), rec.get("val_bytes")):
+            ok, why = False, (f"the scorer counts {val_tokens} tokens / {val_bytes} bytes, the record "
+                              f"{rec.get('val_tokens')} / {rec.get('val_bytes')}")
+        else:
+            same, scorer_why = _scorer_unchanged_since((rec.get("code") or {}).get("git_sha"))
+            ok, why = same, f"{why}; {scorer_why}"
+    result.update(reproduced=ok, why=why)
+    records.write_json(path, result)
+    log(f"{run_dir}: replay by code {str(code.get('git_sha'))[:8]} ({code['source_sha256']}): "
+        f"{'reproduced' if ok else 'NOT reproduced'}: {why}")
+    return result
+
+
+def count_scored(dataset: Dataset, cfg: RunConfig) -> tuple[int, int]:
+    """Validation tokens and bytes the scorer counts under the record's convention (no model needed)."""
+    from ..data.loader import eval_windows
+    from ..train.bpb import scored_bytes
+
+    tok, tokens, n_tok, n_bytes = dataset.tokenizer, dataset.val_tokens(), 0, 0
+    for w in eval_windows(tokens, cfg.train.seq_len, cfg.train.eval_batch_size):
+        mask, nbytes = scored_bytes(tok, w.inputs.numpy(), w.targets.numpy(), cfg.train.bpb_convention)
+        n_tok, n_bytes = n_tok + int(mask.sum()), n_bytes + int(nbytes.sum())
+    return n_tok, n_bytes

@@ -1,0 +1,91 @@
+"""Small helpers the chapters use to show run records: Markdown tables and mean ± spread summaries."""
+
+from __future__ import annotations
+
+from statistics import mean, stdev
+from typing import Iterable, Sequence
+
+from .compare import run_label
+
+
+def fmt(value, spec: str = ".4f") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return format(value, spec)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{value:,}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(rows: Sequence[dict], columns: Sequence[str] | dict[str, str], specs: dict[str, str] | None = None) -> str:
+    """rows of dicts -> a Markdown table; `columns` maps keys to headers (or lists keys)."""
+    cols = columns if isinstance(columns, dict) else {c: c for c in columns}
+    specs = specs or {}
+    lines = ["| " + " | ".join(cols.values()) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(k), specs.get(k, ".4f")) for k in cols) + " |")
+    return "\n".join(lines)
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float, int]:
+    vs = [v for v in values if v is not None]
+    return mean(vs), (stdev(vs) if len(vs) > 1 else float("nan")), len(vs)
+
+
+def pm(values: Iterable[float], digits: int = 4) -> str:
+    """'1.2345 ± 0.0012 (n=3)': mean ± sample standard deviation."""
+    m, s, n = mean_std(values)
+    return f"{m:.{digits}f} ± {s:.{digits}f} (n={n})" if n > 1 else f"{m:.{digits}f} (n=1)"
+
+
+def run_rows(recs: Sequence[dict]) -> list[dict]:
+    """One row per run with the fields every chapter shows."""
+    return [
+        {
+            "run": f"{run_label(r)} s{r['seed']}",
+            "val_bpb": r.get("val_bpb"),
+            "steps": r.get("steps"),
+            "tokens_per_s": round(r["tokens_per_s"]) if r.get("tokens_per_s") else None,
+            "charged_s": r.get("charged_s"),
+            "uncharged_s": r.get("uncharged_s"),
+            "code": code_of(r),
+        }
+        for r in recs
+    ]
+
+
+def short_code(code: dict | None) -> str:
+    """'1a2b3c4d' (git SHA), '+dirty' when tracked files differed from it, or the source hash without git."""
+    code = code or {}
+    if code.get("git_sha"):
+        return code["git_sha"][:8] + ("+dirty" if code.get("dirty") else "")
+    return f"source {code.get('source_sha256') or '?'}"
+
+
+def code_of(rec: dict) -> str:
+    """Which code produced a record's numbers: the version that trained it, and for a reused record the current
+    version that reproduced it (`frontier.study.replay`)."""
+    own = short_code(rec.get("code"))
+    check = rec.get("replay") or {}
+    if check.get("reproduced") and (check.get("code") or {}).get("source_sha256") != (rec.get("code") or {}).get(
+            "source_sha256"):
+        return f"{own}, reproduced by {short_code(check['code'])}"
+    return own
+
+
+def provenance(recs: Sequence[dict]) -> str:
+    """One line per code version behind `recs`: which runs it trained, and what reproduced them."""
+    by: dict[str, list[str]] = {}
+    for r in recs:
+        by.setdefault(code_of(r), []).append(f"{run_label(r)} s{r['seed']}")
+    return "\n".join(f"  - code {k}: {', '.join(v)}" for k, v in by.items())
+
+
+RUN_COLUMNS = {"run": "run", "val_bpb": "val_bpb", "steps": "steps", "tokens_per_s": "tokens/s",
+               "charged_s": "charged s", "uncharged_s": "uncharged s", "code": "code"}
+RUN_SPECS = {"charged_s": ".1f", "uncharged_s": ".1f"}
+
+
+def runs_table(recs: Sequence[dict]) -> str:
+    return markdown_table(run_rows(recs), RUN_COLUMNS, RUN_SPECS)
