@@ -80,15 +80,16 @@ def _ema_override(a, recipe):
     return dataclasses.replace(recipe.features.ema, **given)
 
 
-def _ngram_override(a) -> dict | None:
-    """The --ngram FIELD=VALUE flags as NGramConfig field changes (numbers read as numbers); None without any."""
-    if not a.ngram:
+def _field_changes(items: list[str] | None, flag: str, example: str) -> dict | None:
+    """FIELD=VALUE flags (`--ngram`, `--optim`) as config field changes (numbers read as numbers); None without
+    any."""
+    if not items:
         return None
     out = {}
-    for item in a.ngram:
+    for item in items:
         field, eq, value = item.partition("=")
         if not eq or not field:
-            raise UserError(f"--ngram {item!r} is not FIELD=VALUE", "pass e.g. --ngram slots_short=256")
+            raise UserError(f"{flag} {item!r} is not FIELD=VALUE", f"pass e.g. {flag} {example}")
         for kind in (int, float):
             try:
                 out[field] = kind(value)
@@ -115,9 +116,10 @@ def cmd_train(a) -> int:
     if a.resume and any(getattr(a, flag) is not None for flag in EMA_FLAGS):
         raise UserError("--ema-* flags cannot change a run being resumed", "drop them: --resume continues the run's "
                         "own config")
-    if a.resume and a.ngram:
-        raise UserError("--ngram cannot change a run being resumed", "drop it: --resume continues the run's own "
-                        "config")
+    for flag in ("ngram", "optim"):
+        if a.resume and getattr(a, flag):
+            raise UserError(f"--{flag} cannot change a run being resumed", "drop it: --resume continues the run's "
+                            "own config")
     if a.resume:
         from .config import RunConfig
         from .records import load_record
@@ -130,12 +132,14 @@ def cmd_train(a) -> int:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
         recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
-        ema, ngram = _ema_override(a, recipe), _ngram_override(a)
+        ema = _ema_override(a, recipe)
+        ngram = _field_changes(a.ngram, "--ngram", "slots_short=256")
+        optim = _field_changes(a.optim, "--optim", "matrix_lr=0.04")
         data, nproc = a.data, a.nproc or profile.nproc
 
     def config(dataset, kernels):
         return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
-                       ngram=ngram)
+                       ngram=ngram, optim=optim)
 
     def default_run_dir(cfg) -> Path:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -166,6 +170,10 @@ def cmd_train(a) -> int:
             from .study.experiments import ngram_label
 
             label = ngram_label(label or recipe.name, ngram)
+        if optim is not None:
+            from .study.experiments import settings_label
+
+            label = settings_label(label or recipe.name, optim=optim)
         # the model takes the data's vocabulary
         from .kernels import default_for
 
@@ -506,6 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ngram", action="append", metavar="FIELD=VALUE",
                    help="change a field of the recipe's n-gram model (frontier.config.NGramConfig), e.g. "
                         "--ngram slots_short=256 (repeatable; recorded in the run's config)")
+    s.add_argument("--optim", action="append", metavar="FIELD=VALUE",
+                   help="change an optimiser setting (frontier.config.OptimConfig), e.g. --optim matrix_lr=0.04 or "
+                        "--optim muon_momentum_warmup_frac=0.2 (repeatable; recorded in the run's config)")
     e = s.add_argument_group("weight average (EMA)", "change the EMA of a recipe that has one (ema); any other recipe "
                              "refuses these. They are recorded in the config (and its hash); the run is labelled "
                              "like ema-start0.6-hl0.05. The half-life and start are shares of the run (charged "

@@ -108,6 +108,9 @@ class OptimConfig:
     muon_momentum: float = 0.95
     muon_momentum_start: float = 0.85
     muon_momentum_warmup_steps: int = 300
+    # The warm-up as a share of the run instead (elapsed fraction: charged seconds / budget, or steps / --steps), so
+    # that it means the same at any step rate; None: over `muon_momentum_warmup_steps` steps.
+    muon_momentum_warmup_frac: float | None = None
     ns_steps: int = 5
     warmdown_frac: float = 0.5  # the last half of the budget decays linearly ...
     final_lr_frac: float = 0.0  # ... to this fraction of the peak
@@ -202,7 +205,8 @@ class RunConfig:
 
 
 # Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
-LATER_FIELDS = {"train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
+LATER_FIELDS = {"optim": {"muon_momentum_warmup_frac": None},
+                "train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
                 "model.ngram": {"check_bits": 0, "eval_counts": "folds", "smoothing": "witten-bell",
                                 "mixer": "global"}}
 

@@ -58,12 +58,15 @@ class Recipe:
     # A model size of the recipe's own, per profile (profile name -> Profile fields such as n_layer, n_embd,
     # n_head, n_kv_head): the size chapter 07's sweep chose for it. A sweep's `resolve(..., sizes=)` goes over it.
     sizes: dict = dataclasses.field(default_factory=dict)
+    # Optimiser settings of the recipe's own (`OptimConfig` field -> value), over the defaults: what a sweep chose.
+    optim: dict = dataclasses.field(default_factory=dict)
 
-    def derive(self, name: str, summary: str, sizes: dict | None = None, **changes) -> "Recipe":
-        """This recipe plus one change (`changes` to its features; `sizes`: a model size of its own, per profile;
-        by default the parent's)."""
+    def derive(self, name: str, summary: str, sizes: dict | None = None, optim: dict | None = None,
+               **changes) -> "Recipe":
+        """This recipe plus one change (`changes` to its features; `sizes`: a model size of its own, per profile,
+        by default the parent's; `optim`: optimiser settings changed over the parent's)."""
         return Recipe(name, summary, dataclasses.replace(self.features, **changes), parent=self.name,
-                      sizes=self.sizes if sizes is None else sizes)
+                      sizes=self.sizes if sizes is None else sizes, optim={**self.optim, **(optim or {})})
 
 
 def sized_profile(r: Recipe, p: Profile, sizes: dict | None = None) -> Profile:
@@ -146,7 +149,7 @@ def get_recipe(name: str) -> Recipe:
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
             vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference",
-            ngram: dict | None = None, sizes: dict | None = None) -> RunConfig:
+            ngram: dict | None = None, sizes: dict | None = None, optim: dict | None = None) -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
@@ -156,7 +159,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
     line's default is `nki` on a Neuron device, `reference` elsewhere). `ngram` changes fields of the recipe's
     `NGramConfig` (a sweep: `{"slots_short": 256}`); a recipe without an n-gram model, or a field it does not
     have, is a one-line `UserError`. `sizes` changes Profile fields (a size sweep: `{"n_layer": 4}`) over the
-    profile's and the recipe's own size (`Recipe.sizes`).
+    profile's and the recipe's own size (`Recipe.sizes`). `optim` changes `OptimConfig` fields (a sweep:
+    `{"matrix_lr": 0.04}`) over the recipe's own (`Recipe.optim`); an unknown field is a one-line `UserError`.
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = sized_profile(r, get_profile(profile), sizes)
@@ -215,4 +219,16 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         ema=f.ema if ema is None else ema,
         kernels=kernels,
     )
-    return RunConfig(recipe=r.name, profile=p.name, model=model, optim=OptimConfig(), train=train)
+    return RunConfig(recipe=r.name, profile=p.name, model=model, optim=optim_config({**r.optim, **(optim or {})}),
+                     train=train)
+
+
+def optim_config(changes: dict) -> OptimConfig:
+    """`OptimConfig` with `changes` (field -> value) over its defaults; an unknown field is a one-line error."""
+    known = {f.name for f in dataclasses.fields(OptimConfig)}
+    if set(changes) - known:
+        raise UserError(f"the optimiser has no setting {', '.join(sorted(set(changes) - known))}",
+                        f"choose among {', '.join(sorted(known))} (frontier.config.OptimConfig)")
+    if "adam_betas" in changes:
+        changes = {**changes, "adam_betas": tuple(changes["adam_betas"])}
+    return OptimConfig(**changes)

@@ -5,6 +5,9 @@
   (gates, scales, mixture weights); their learning rates are scaled by (n_embd / 768) ** -0.5 as in nanochat.
 - The bigram table has its own update (`frontier.model.bigram`): dense AdamW, or the row-wise sparse Adam.
 - Schedule: constant, then a linear warm-down over the last `warmdown_frac` of the budget to `final_lr_frac`.
+- Muon's momentum warms up linearly from `muon_momentum_start` to `muon_momentum`, over `muon_momentum_warmup_steps`
+  steps, or over the first `muon_momentum_warmup_frac` of the run where that is set (a share means the same at any
+  step rate; 300 steps is more than a cpu run takes).
 """
 
 from __future__ import annotations
@@ -28,8 +31,14 @@ def lr_multiplier(frac: float, warmdown_frac: float, final_lr_frac: float) -> fl
     return 1.0 + (final_lr_frac - 1.0) * progress
 
 
-def muon_momentum(step: int, cfg) -> float:
-    w = min(step / max(cfg.muon_momentum_warmup_steps, 1), 1.0)
+def muon_momentum(step: int, cfg, frac: float = 0.0) -> float:
+    """Muon's momentum at `step` (elapsed share `frac` of the run): `cfg.muon_momentum_start` rising linearly to
+    `cfg.muon_momentum` over `muon_momentum_warmup_frac` of the run, or where that is None over
+    `muon_momentum_warmup_steps` steps."""
+    if cfg.muon_momentum_warmup_frac is not None:
+        w = min(frac / cfg.muon_momentum_warmup_frac, 1.0) if cfg.muon_momentum_warmup_frac > 0 else 1.0
+    else:
+        w = min(step / max(cfg.muon_momentum_warmup_steps, 1), 1.0)
     return (1 - w) * cfg.muon_momentum_start + w * cfg.muon_momentum
 
 
@@ -107,7 +116,7 @@ class Optimizers:
                 g["lr"] = g["initial_lr"] * mult
         if self.muon is not None:
             for g in self.muon.param_groups:
-                g["momentum"] = muon_momentum(step, o)
+                g["momentum"] = muon_momentum(step, o, frac)
         for opt in self.torch_optimizers:
             opt.step()
         if self.bigram_update is not None:

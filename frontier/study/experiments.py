@@ -69,6 +69,12 @@ def ngram_label(recipe: str, ngram: dict) -> str:
     return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
 
 
+def settings_label(recipe: str, **settings: dict | None) -> str:
+    """A folder label for a sweep's changes of several kinds: `final-optim.matrix_lr0.04-sizes.batch_size8`."""
+    return recipe + "".join(f"-{kind}.{k}{v}" for kind, changes in sorted(settings.items())
+                            for k, v in sorted((changes or {}).items()))
+
+
 def profile_with(profile: str | Profile, **sizes) -> Profile:
     """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
     p = get_profile(profile)
@@ -135,6 +141,7 @@ def run(
     sizes: dict | None = None,
     ema: EMAConfig | None = None,
     ngram: dict | None = None,
+    optim: dict | None = None,
     data: str | Path | Dataset | None = None,
     device: str = "auto",
     reuse: bool = True,
@@ -143,13 +150,13 @@ def run(
 ) -> dict:
     """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
     run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
-    `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model
-    (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`, `ngram_label`) so that it
-    gets folders of its own.
+    `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model, `optim`
+    fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`,
+    `ngram_label`, `settings_label`) so that it gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again."""
     prof = get_profile(profile)
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim)
     if isinstance(data, Dataset):
         dataset = data
     else:
@@ -177,7 +184,7 @@ def run(
                 command=[f"frontier.study.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
                          + (f", ema={ema!r}" if ema is not None else "")
-                         + (f", ngram={ngram!r})" if ngram else ")")])
+                         + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r})" if optim else ")")])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

@@ -48,9 +48,12 @@ def replay_path(run_dir: str | Path, source_sha: str) -> Path:
     return Path(run_dir) / f"replay-{source_sha}.json"
 
 
-def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, steps: int) -> list[float]:
+def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, steps: int,
+                  fracs: list[float] | None = None) -> list[float]:
     """The training losses of the first `steps` steps of `cfg` with `seed`, as `frontier.train.trainer.train` takes
-    them (same set-up, same step), at full learning rate."""
+    them (same set-up, same step), each step at the elapsed fraction of the run it ran at (`fracs`, the record's
+    `early_fracs`, which drive the schedules; a record written before they were kept: 0, which its steps at full
+    learning rate also ran at)."""
     from ..train.trainer import setup_training, train_step
 
     run = setup_training(cfg, dataset, device, seed)
@@ -58,7 +61,8 @@ def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: in
         run.ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
     losses = []
     for step in range(steps):
-        loss, _ = train_step(run.step_model, run.opts, run.loader, device, 0.0, step, run.ngram)
+        frac = fracs[step] if fracs and step < len(fracs) else 0.0
+        loss, _ = train_step(run.step_model, run.opts, run.loader, device, frac, step, run.ngram)
         losses.append(float(loss.detach()))
     return losses
 
@@ -131,7 +135,7 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
         ok, why = False, "the record logs no full-learning-rate loss in its first steps to compare"
     else:
         t0 = time.perf_counter()
-        replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps))
+        replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps), rec.get("early_fracs"))
         result["replay_s"] = time.perf_counter() - t0
         logged = dict(zip(curve["step"], curve["train_loss"]))
         ok, why = check_losses(steps, [logged[s] for s in steps], replayed,

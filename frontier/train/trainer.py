@@ -51,6 +51,7 @@ DIVERGED_CHECKPOINT = "checkpoint-diverged.pt"
 FAILED_CHECKPOINT = "checkpoint-failed.pt"
 EXIT_DIVERGED = 3
 EXIT_INTERRUPTED = 130
+EARLY_STEPS = 16  # the elapsed fractions of a run's first steps are recorded, so a replay drives its schedules alike
 
 
 class RunStopped(Exception):
@@ -269,6 +270,7 @@ def train(
     ema = run.ema
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
+    early_fracs: list[float] = []  # the elapsed fraction each of the first EARLY_STEPS steps ran at
     tokens_per_step = cfg.train.batch_size * cfg.train.seq_len
     if ckpt is not None:
         load_weights(model, ckpt["model"])
@@ -276,6 +278,7 @@ def train(
         loader.load_state_dict(ckpt["loader"])
         clock = BudgetClock.from_state(ckpt["clock"])
         curve = ckpt["curve"]
+        early_fracs = ckpt.get("early_fracs", [])
         torch.set_rng_state(ckpt["rng"])
         if ema is not None:
             ema.load_state_dict(ckpt["ema"])
@@ -334,6 +337,7 @@ def train(
                       if ngram is not None else None),
             **({"ema": ema.summary()} if ema is not None else {}),
             "curve": curve,
+            "early_fracs": early_fracs,
             # what ran each fused op, counted as the ops ran in this session (not read from the config)
             "implementations": kernels.implementations(cfg, device),
             "kernel_calls": kernels.calls(),
@@ -348,7 +352,8 @@ def train(
             return
         _save(path, {
             "config": cfg.to_dict(), "seed": seed, "model": model.state_dict(), "optim": opts.state_dict(),
-            "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "rng": torch.get_rng_state(),
+            "loader": loader.state_dict(), "clock": clock.state_dict(), "curve": curve, "early_fracs": early_fracs,
+            "rng": torch.get_rng_state(),
             **({"ema": ema.state_dict()} if ema is not None else {}),
         })
 
@@ -368,6 +373,8 @@ def train(
         with _StopFlag() as stop:
             while not clock.done:
                 t0 = time.perf_counter()
+                if clock.steps < EARLY_STEPS:
+                    early_fracs.append(clock.fraction)
                 loss, lr_mult = train_step(step_model, opts, loader, device, clock.fraction, clock.steps, ngram, ema,
                                            dist)
                 last_loss, signalled = dist.step_sync(loss, stop.signal)  # mean over ranks; a signal any rank got
