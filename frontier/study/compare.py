@@ -42,6 +42,50 @@ NOISE_RULE = (
     "than any comparison between runs."
 )
 
+# The one rule every rung, sweep and ablation is judged by (chapter 05 explains it; `judge` and `keep` apply it).
+RULE = (
+    "A speed change (the same arithmetic: compile, kernels, the sparse update) is judged by a side-by-side bench "
+    "(tokens/s, rounds interleaved in one process) and by the steps it buys under the reference clock; no bpb test. "
+    "A learning change (anything that changes what is computed) is judged first at equal steps, paired by seed "
+    "(a --steps run is nearly deterministic on the CPU), then confirmed at equal budget, interleaved with its parent "
+    "in one sitting. It is kept when its paired gain at equal steps is positive with p < 0.05 (two-sided paired "
+    "t-test, at least 3 seeds) and at equal budget it is not worse beyond the noise; otherwise it is dropped."
+)
+MIN_SEEDS = 3  # a paired t-test on 2 seeds has 1 degree of freedom: it clears p < 0.05 only for |t| > 12.7
+
+
+def judge(gain: float, p: float | None, seeds: int, alpha: float = ALPHA) -> str:
+    """The verdict on one paired comparison (`gain`: how much lower the variant's val_bpb is, mean over seeds; `p`:
+    the paired t-test's): better or worse beyond the noise, inside it, or, with fewer than `MIN_SEEDS` seeds, a
+    screen that decides nothing."""
+    if seeds < MIN_SEEDS or p is None or not math.isfinite(p):
+        return f"screen only ({seeds} seed{'s' if seeds != 1 else ''}; a verdict needs {MIN_SEEDS})"
+    if p < alpha:
+        return f"{'better' if gain > 0 else 'worse'} beyond the noise"
+    return "inside the noise"
+
+
+def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, float | None, int] | None,
+         alpha: float = ALPHA) -> tuple[bool | None, str]:
+    """`RULE` for a learning change: (kept, why) from its paired (gain, p, seeds) at equal steps and at equal budget
+    (None: not measured yet). kept is None while the rule cannot decide (too few seeds, or the budget stage
+    missing after a gain at equal steps)."""
+    gain, p, n = at_steps
+    first = judge(gain, p, n, alpha)
+    if first.startswith("screen"):
+        return None, f"equal steps: {first}"
+    if not first.startswith("better"):
+        return False, f"equal steps: {first} (gain {gain:+.4f}, p = {p:.3f})"
+    if at_budget is None:
+        return None, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget not measured yet"
+    bg, bp, bn = at_budget
+    second = judge(bg, bp, bn, alpha)
+    if second.startswith("worse"):
+        return False, f"equal steps: better (p = {p:.3f}); equal budget: worse beyond the noise ({bg:+.4f})"
+    return True, (f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget: {second} "
+                  f"({bg:+.4f}{f', p = {bp:.3f}' if bp is not None and math.isfinite(bp) else ''})")
+
+
 # Record fields that can be compared, and whether lower is better (True) or higher is better (False).
 METRICS: dict[str, bool] = {
     "val_bpb": True,

@@ -23,7 +23,7 @@ from ..config import EMAConfig, RunConfig
 from ..data.dataset import Dataset, profile_dataset
 from ..devices import select_device
 from ..profiles import Profile, get_profile
-from ..recipes import resolve
+from ..recipes import Recipe, resolve
 from ..train.trainer import CHECKPOINT, train
 from . import replay, report
 from .bench import run_bench
@@ -131,7 +131,7 @@ def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, bac
 
 
 def run(
-    recipe: str,
+    recipe: "str | Recipe",
     profile: str | Profile = "cpu",
     seed: int = 0,
     root: str | Path = "runs",
@@ -148,8 +148,8 @@ def run(
     need_checkpoint: bool = False,
     log=print,
 ) -> dict:
-    """Train `recipe` with `profile` (or return a finished record the current code reproduces) and return its
-    run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
+    """Train `recipe` (a name, or a `Recipe` such as one derived for a sweep) with `profile` (or return a finished
+    record the current code reproduces) and return its run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
     `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model, `optim`
     fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`,
     `ngram_label`, `settings_label`) so that it gets folders of its own.
@@ -181,7 +181,7 @@ def run(
     log(f"{run_dir}: training {cfg.recipe} ({label or 'recipe'}), seed {seed}, "
         f"{f'{steps} steps' if steps else f'budget {cfg.train.budget_s:g}s'} on {dev.backend}")
     rec = train(cfg, dataset, run_dir, dev, seed=seed, steps=steps, progress=False, label=label,
-                command=[f"frontier.study.experiments.run({recipe!r}, profile={prof.name!r}, seed={seed}, "
+                command=[f"frontier.study.experiments.run({cfg.recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
                          + (f", ema={ema!r}" if ema is not None else "")
                          + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r})" if optim else ")")])

@@ -1,0 +1,126 @@
+"""Sweeps and ablations: variants of a recipe, each trained (or reused) for the same seeds as its base, and judged
+against it paired by seed.
+
+A learning change is judged first at equal steps (`steps=N`: a step-limited run is nearly deterministic on the CPU,
+and reusable on any machine where the code reproduces it), then at equal budget (`steps=None`: the profile's
+budget, on its clock). `run_sweep` trains what it has not got, pairs every variant with the base by seed, applies
+`frontier.study.compare.judge` and keeps the table as a sweep record in `ROOT/PROFILE/sweeps/`.
+
+A variant names what it changes: model size and other profile fields (`sizes`), optimiser settings (`optim`),
+n-gram settings (`ngram`), or a recipe of its own (`recipe`: a name, or a `Recipe` derived on the fly, e.g. the
+final recipe with a weight average).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import records
+from ..config import EMAConfig
+from ..profiles import get_profile
+from ..recipes import Recipe
+from . import experiments
+from .compare import Group, judge, paired_test
+
+SWEEP_KIND = "sweep"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One row of a sweep: a recipe (a name or a `Recipe`) with some settings changed."""
+
+    name: str
+    recipe: str | Recipe
+    sizes: dict | None = None
+    optim: dict | None = None
+    ngram: dict | None = None
+    ema: EMAConfig | None = None
+
+    @property
+    def recipe_name(self) -> str:
+        return self.recipe if isinstance(self.recipe, str) else self.recipe.name
+
+    def label(self, steps: int | None) -> str:
+        """Its run folders' name: the recipe, each change, and the step limit (`final-optim.matrix_lr0.04-400steps`)."""
+        ema = None if self.ema is None else {"start": self.ema.start_frac, "hl": self.ema.half_life_frac,
+                                             "every": self.ema.every, "mix": self.ema.mix}
+        base = experiments.settings_label(self.recipe_name, sizes=self.sizes, optim=self.optim, ngram=self.ngram,
+                                          ema=ema)
+        return base + (f"-{steps}steps" if steps else "")
+
+    def describe(self) -> dict:
+        return {"name": self.name, "recipe": self.recipe_name, "sizes": self.sizes, "optim": self.optim,
+                "ngram": self.ngram, "ema": None if self.ema is None else dataclasses.asdict(self.ema)}
+
+    def run(self, profile, seed: int, steps: int | None, root, data=None, log=print) -> dict:
+        return experiments.run(self.recipe, profile, seed=seed, root=root, steps=steps, label=self.label(steps),
+                               sizes=self.sizes, ema=self.ema, ngram=self.ngram, optim=self.optim, data=data, log=log)
+
+
+def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", seeds=(0, 1, 2),
+              steps: int | None = None, root: str | Path = "runs", data=None, log=print, write: bool = True) -> dict:
+    """Train or reuse `base` and every variant for `seeds` at `steps` steps (None: the profile's budget), then judge
+    each variant against the base, paired by seed (`frontier.study.compare.judge`). Returns the sweep record (also
+    written to ROOT/PROFILE/sweeps/ unless `write` is False): per row the variant, each seed's val_bpb and steps,
+    the paired difference and the verdict."""
+    prof = get_profile(profile)
+    rows = []
+    base_recs = {s: base.run(prof, s, steps, root, data, log) for s in seeds}
+    base_group = _group(base.name, base_recs)
+    for v in [base, *variants]:
+        recs = base_recs if v is base else {s: v.run(prof, s, steps, root, data, log) for s in seeds}
+        row = {**v.describe(), "label": v.label(steps),
+               "runs": {str(s): _run_summary(r) for s, r in recs.items()}}
+        if v is not base:
+            group = _group(v.name, recs)
+            d = paired_test(base_group, group) if len(seeds) > 1 else None
+            delta = group.mean - base_group.mean
+            row.update(delta=delta, gain=-delta, p=None if d is None else d.p,
+                       diff_std=None if d is None else d.diff_std,
+                       verdict=judge(-delta, None if d is None else d.p, len(seeds)))
+        rows.append(row)
+        log(f"sweep {name}: {v.name}: " + ", ".join(f"s{s} {r['val_bpb']:.4f} ({r['steps']} steps)"
+                                                     for s, r in recs.items()))
+    body = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps,
+            "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
+    arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps}
+    path = records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
+    return records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
+
+
+def _run_summary(rec: dict) -> dict:
+    return {"val_bpb": rec["val_bpb"], "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
+            "run_dir": rec.get("run_dir"), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
+
+
+def _group(name: str, recs: dict[int, dict]) -> Group:
+    seeds = sorted(recs)
+    return Group(name, tuple(recs[s]["val_bpb"] for s in seeds), tuple(str(recs[s].get("run_dir")) for s in seeds),
+                 tuple(seeds))
+
+
+def format_sweep(rec: dict) -> str:
+    """The sweep as a table: each row's val_bpb per seed (with its steps), the gain over the base (positive: lower
+    val_bpb), p and the verdict."""
+    seeds = rec["seeds"]
+    when = f"{rec['steps']} steps" if rec["steps"] else f"budget {rec['budget_s']:g}s"
+    lines = [f"sweep {rec['name']} ({rec['profile']} profile, {when}, seeds {', '.join(map(str, seeds))}; gain = "
+             f"base - variant, paired by seed)",
+             f"{'variant':<34}" + "".join(f"{'s' + str(s):>16}" for s in seeds) + f"{'gain':>9}{'p':>8}  verdict"]
+    for row in rec["rows"]:
+        cells = "".join(f"{row['runs'][str(s)]['val_bpb']:>9.4f} ({row['runs'][str(s)]['steps']:>3})" for s in seeds)
+        gain = f"{row['gain']:>+9.4f}" if "gain" in row else f"{'(base)':>9}"
+        p = f"{row['p']:>8.3f}" if row.get("p") is not None else f"{'':>8}"
+        lines.append(f"{row['name']:<34}{cells}{gain}{p}  {row.get('verdict', '')}")
+    return "\n".join(lines)
+
+
+def newest_sweep(root: str | Path, profile: str, name: str) -> dict | None:
+    """The newest sweep record of that name in ROOT/PROFILE/sweeps/ (None: none)."""
+    found = sorted((Path(root) / profile / "sweeps").glob(f"{SWEEP_KIND}-{name}-*.json"), reverse=True)
+    return records.load_bench_record(found[0]) if found else None
+
+
+__all__ = ["Variant", "format_sweep", "newest_sweep", "run_sweep"]

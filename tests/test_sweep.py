@@ -1,0 +1,40 @@
+"""The keep/drop rule and sweeps at equal steps, paired by seed."""
+
+import math
+
+from frontier.study.compare import MIN_SEEDS, judge, keep
+from frontier.study.sweep import Variant, format_sweep, newest_sweep, run_sweep
+
+
+def test_one_seed_is_a_screen_never_a_verdict():
+    assert judge(0.05, 0.001, 1).startswith("screen only")
+    assert judge(0.05, float("nan"), MIN_SEEDS).startswith("screen only")
+    assert keep((0.05, None, 1), None) == (None, "equal steps: screen only (1 seed; a verdict needs 3)")
+
+
+def test_the_rule_keeps_only_a_change_better_at_equal_steps_and_not_worse_at_equal_budget():
+    assert judge(0.01, 0.01, 3) == "better beyond the noise"
+    assert judge(-0.01, 0.01, 3) == "worse beyond the noise"
+    assert judge(0.01, 0.2, 3) == "inside the noise"
+    assert keep((0.01, 0.2, 3), None)[0] is False  # inside the noise at equal steps: dropped
+    assert keep((0.01, 0.01, 3), None)[0] is None  # better, the budget stage still to run
+    assert keep((0.01, 0.01, 3), (-0.002, 0.4, 3))[0] is True  # not worse beyond the noise at equal budget
+    assert keep((0.01, 0.01, 3), (-0.02, 0.01, 3))[0] is False  # worse at equal budget: dropped
+
+
+def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
+    base = Variant("base", "baseline")
+    lr = Variant("matrix lr x2", "baseline", optim={"matrix_lr": 0.04})
+    rec = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None)
+    assert [r["name"] for r in rec["rows"]] == ["base", "matrix lr x2"]
+    row = rec["rows"][1]
+    b = [rec["rows"][0]["runs"][s]["val_bpb"] for s in ("0", "1")]
+    v = [row["runs"][s]["val_bpb"] for s in ("0", "1")]
+    assert math.isclose(row["gain"], sum(b) / 2 - sum(v) / 2)
+    assert row["verdict"].startswith("screen only") and row["label"] == "baseline-optim.matrix_lr0.04-3steps"
+    assert all(row["runs"][s]["steps"] == 3 for s in ("0", "1"))
+    assert newest_sweep(tmp_path, "smoke", "t")["rows"] == rec["rows"]
+    assert "matrix lr x2" in format_sweep(rec)
+    again = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None,
+                      write=False)
+    assert again["rows"][1]["runs"] == row["runs"]  # reused, not retrained: the same records
