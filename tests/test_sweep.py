@@ -32,6 +32,7 @@ def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
     v = [row["runs"][s]["val_bpb"] for s in ("0", "1")]
     assert math.isclose(row["gain"], sum(b) / 2 - sum(v) / 2)
     assert row["verdict"].startswith("screen only") and row["label"] == "baseline-optim.matrix_lr0.04-3steps"
+    assert Variant("f", "final").label(3).startswith("ngram-sized")  # an alias names no folder
     assert all(row["runs"][s]["steps"] == 3 for s in ("0", "1"))
     assert newest_sweep(tmp_path, "smoke", "t")["rows"] == rec["rows"]
     assert "matrix lr x2" in format_sweep(rec)

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import records
 from ..config import EMAConfig
 from ..profiles import get_profile
-from ..recipes import Recipe
+from ..recipes import Recipe, get_recipe
 from . import experiments
 from .compare import Group, judge, paired_test
 
@@ -40,7 +40,8 @@ class Variant:
 
     @property
     def recipe_name(self) -> str:
-        return self.recipe if isinstance(self.recipe, str) else self.recipe.name
+        """The recipe's own name (an alias such as `final` resolved: its folders must not move when it does)."""
+        return get_recipe(self.recipe).name if isinstance(self.recipe, str) else self.recipe.name
 
     def label(self, steps: int | None) -> str:
         """Its run folders' name: the recipe, each change, and the step limit (`final-optim.matrix_lr0.04-400steps`)."""
