@@ -1,7 +1,8 @@
 """Figures, saved one way and shown one way.
 
 Figures are plain `matplotlib.figure.Figure` objects (no pyplot state, no GUI backend). `save_figure` writes a
-PNG without the software stamp, so re-running a chapter does not churn bytes. A bare `Figure` has no IPython
+PNG without the software stamp, so re-running a chapter does not churn bytes, and refuses a figure whose title,
+labels, tick labels or legend run past its canvas (`texts_outside`): a cut-off title is what a reader would see. A bare `Figure` has no IPython
 formatter of its own (a notebook would print `<Figure size 640x380 with 1 Axes>`), so importing this module
 inside IPython registers one: a cell that ends with a figure displays it as an `image/png` output, the same
 pixels `save_figure` writes. Outside IPython nothing is registered.
@@ -12,7 +13,11 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.text import Text
+
+from .errors import UserError
 
 DPI = 110
 
@@ -23,7 +28,40 @@ def new_figure(width: float = 6.4, height: float = 3.8, ncols: int = 1):
     return fig, axes
 
 
+def texts_outside(fig: Figure, tolerance_px: float = 1.0) -> list[str]:
+    """The drawn texts of `fig` (titles, axis and tick labels, legend entries, annotations) that do not lie wholly
+    inside its canvas, as laid out for a PNG (tick labels only where their tick is inside the axis's limits: the
+    others are never drawn)."""
+    canvas = fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    canvas.draw()  # the layout a PNG gets (constrained layout included)
+    renderer = canvas.get_renderer()
+    tick_labels, drawn = set(), []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                labels = (tick.label1, tick.label2)
+                tick_labels.update(map(id, labels))
+                if lo - 1e-9 * (hi - lo) <= tick.get_loc() <= hi + 1e-9 * (hi - lo):
+                    drawn += [label for label in labels if label.get_visible()]
+    drawn += [t for t in fig.findobj(Text) if id(t) not in tick_labels and t.get_visible()]
+    x0, y0, x1, y1 = fig.bbox.extents
+    out = []
+    for text in drawn:
+        if not text.get_text().strip():
+            continue
+        e = text.get_window_extent(renderer)
+        if e.x0 < x0 - tolerance_px or e.y0 < y0 - tolerance_px or e.x1 > x1 + tolerance_px or e.y1 > y1 + tolerance_px:
+            out.append(text.get_text())
+    return out
+
+
 def save_figure(fig, path: str | Path, dpi: int = DPI) -> Path:
+    """Write `fig` as a PNG (no software stamp); refuse one with a text past its canvas, naming the text."""
+    cut = texts_outside(fig)
+    if cut:
+        raise UserError(f"figure {Path(path).name}: {len(cut)} text(s) run past the canvas ({cut[0]!r})",
+                        "shorten the text, break it over lines, or make the figure wider")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None})
