@@ -54,9 +54,13 @@ def cmd_prepare(a) -> int:
     profile = get_profile(a.profile)
     vocab_size = profile.vocab_size if a.vocab_size is None else a.vocab_size
     shrink = a.vocab_size is None and not profile.fixed_vocab
+    from .data.tokenizer import EARLIER_RULE, CharacterRule
+
+    rule = CharacterRule(coverage=EARLIER_RULE.coverage if a.char_coverage is None else a.char_coverage,
+                         max_share=EARLIER_RULE.max_share if a.char_share is None else a.char_share)
     ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
                  seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus,
-                 corpus_bytes=None if a.text else profile.corpus_bytes)
+                 corpus_bytes=None if a.text else profile.corpus_bytes, characters=rule)
     m = ds.manifest
     print(f"dataset: {ds.folder} (vocabulary {ds.vocab_size}, train {m['train']['tokens']:,} tokens, "
           f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,})")
@@ -479,6 +483,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--vocab-size", type=int, help="tokenizer vocabulary, exactly (default: the profile's, stepped down "
                                                   "to the largest the text allows)")
     s.add_argument("--seed", type=int, default=0, help="seed of the document split")
+    s.add_argument("--char-coverage", type=float, metavar="SHARE",
+                   help="give a piece of its own only to the most frequent characters that cover this share of the "
+                        "text (e.g. 0.9995; the rest are spelled in byte pieces; default 1.0: every character)")
+    s.add_argument("--char-share", type=float, metavar="SHARE",
+                   help="at most this share of the pieces left after the 256 byte pieces go to single characters "
+                        "(default 0.5)")
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("train", help="train a recipe within a budget", description="Train a recipe; the last line is val_bpb=<value>.")

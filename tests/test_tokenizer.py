@@ -142,3 +142,52 @@ def test_rare_characters_are_the_least_frequent_beyond_the_budget():
     assert rare_characters(counts, 5) == set()
     assert rare_characters(counts, 3) == {"\u2581", " ", "d"}  # ties: lower code point first; the marker is a space
     assert rare_characters(counts, 2) == {"c", "\u2581", " ", "d"}
+
+
+def test_a_coverage_rule_keeps_the_fewest_characters_that_cover_the_share():
+    from collections import Counter
+
+    counts = Counter({"a": 90, "b": 6, "c": 3, "d": 1})  # a 90%, a+b 96%, a+b+c 99%, all 100%
+    assert rare_characters(counts, 4, coverage=0.95) == {"c", "d"}
+    assert rare_characters(counts, 4, coverage=0.99) == {"d"}
+    assert rare_characters(counts, 1, coverage=0.99) == {"b", "c", "d"}  # the budget still bounds it
+    assert rare_characters(counts, 4, coverage=1.0) == set()
+
+
+def test_character_rules_are_checked_and_bound_the_pieces():
+    from frontier.data.tokenizer import EARLIER_RULE, CharacterRule
+    from frontier.errors import UserError
+
+    assert CharacterRule().budget(1024) == character_budget(1024) == 383 == EARLIER_RULE.budget(1024)
+    assert CharacterRule(max_share=0.25).budget(1024) == 191
+    for bad in (dict(coverage=0.0), dict(coverage=1.5), dict(max_share=0)):
+        with pytest.raises(UserError):
+            CharacterRule(**bad)
+
+
+def test_a_coverage_rule_is_lossless_and_gives_fewer_characters_a_piece():
+    from frontier.data.tokenizer import CharacterRule
+
+    docs = many_character_docs()
+    rule = CharacterRule(coverage=0.99, max_share=0.25)
+    tok = Tokenizer.train(docs, 400, rule)
+    assert tok.rule == rule and tok.rare_characters["budget"] == rule.budget(400)
+    assert tok.character_pieces() <= rule.budget(400) < Tokenizer.train(docs, 400).character_pieces()
+    for text in docs[:20] + [UNICODE_DOC, "".join(POOL)]:
+        ids = tok.encode(text)
+        assert tok.decode(ids) == text and int(tok.token_bytes[ids].sum()) == len(text.encode("utf-8"))
+
+
+def test_the_manifest_records_a_rule_other_than_the_earlier_one(tmp_path):
+    from frontier.data.dataset import prepare
+    from frontier.data.tokenizer import CharacterRule
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for i, text in enumerate(many_character_docs()[:60]):
+        (docs / f"{i}.txt").write_text(text, encoding="utf-8")
+    earlier = prepare(tmp_path / "a", text=[str(docs)], vocab_size=512, log=lambda *a: None)
+    assert "characters" not in earlier.manifest["tokenizer"]
+    ruled = prepare(tmp_path / "b", text=[str(docs)], vocab_size=512, log=lambda *a: None,
+                    characters=CharacterRule(coverage=0.99))
+    assert ruled.manifest["tokenizer"]["characters"] == {"coverage": 0.99, "max_share": 0.5}

@@ -17,6 +17,7 @@ is as before.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,7 +35,7 @@ from ..errors import UserError
 from . import corpus
 from .shards import ShardWriter, read_shard
 from .tokenizer import SETTINGS as TOKENIZER_SETTINGS
-from .tokenizer import Tokenizer
+from .tokenizer import EARLIER_RULE, CharacterRule, Tokenizer
 
 MANIFEST = "manifest.json"
 TOKENIZER_FILE = "tokenizer.model"
@@ -135,13 +136,16 @@ def prepare(
     shrink_vocab: bool = False,
     corpus_name: str = "embedded",
     corpus_bytes: int | None = None,
+    characters: CharacterRule = EARLIER_RULE,
 ) -> "Dataset":
     """Build the dataset folder `out` from `text` (default: the named corpus `corpus_name`, `corpus.CORPORA`: the
     embedded one, or the standard library's source) with a `vocab_size` tokenizer; `corpus_bytes`: only the named
     corpus's first documents up to that many bytes (the smoke profile's tiny data).
 
     When the train split is too small for `vocab_size`: with `shrink_vocab`, the tokenizer takes the largest size
-    that works (and says so through `log`); without, a `UserError` names that size.
+    that works (and says so through `log`); without, a `UserError` names that size. `characters`: which characters
+    get a piece of their own (`frontier.data.tokenizer.CharacterRule`; recorded in the manifest where it differs
+    from the rule data was prepared with before rules could be chosen).
     """
     out = Path(out)
     if text and corpus_name != "embedded":
@@ -167,21 +171,27 @@ def prepare(
         raise UserError(f"cannot write to {str(parent)!r} ({e.strerror})", "choose a writable --out folder") from None
     try:
         manifest = _prepare_into(work, _Source(text, val_text, corpus_name, corpus_bytes), val_fraction, vocab_size,
-                                 shrink_vocab, seed, log)
+                                 shrink_vocab, seed, log, characters)
         (work / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
-        if out.exists():
-            out.rmdir()
-        work.rename(out)
+        try:
+            if out.exists():
+                out.rmdir()
+            work.rename(out)
+        except OSError:
+            if (out / MANIFEST).exists():  # another process prepared it meanwhile: its dataset stands, ours goes
+                raise UserError(f"{str(out)!r} already holds a dataset", "choose another --out") from None
+            raise
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return Dataset(out)
 
 
-def _train_tokenizer(texts: list[str], vocab_size: int, shrink_vocab: bool, log) -> Tokenizer:
+def _train_tokenizer(texts: list[str], vocab_size: int, shrink_vocab: bool, log,
+                     characters: CharacterRule = EARLIER_RULE) -> Tokenizer:
     """The tokenizer of `texts` at `vocab_size`; when they are too small for it, at the largest size that works
     if `shrink_vocab` (logged), else a `UserError` naming that size."""
-    tok = Tokenizer.train_largest(texts, vocab_size)
+    tok = Tokenizer.train_largest(texts, vocab_size, characters)
     if tok.vocab_size == vocab_size:
         return tok
     if not shrink_vocab:
@@ -204,6 +214,8 @@ def _tokenizer_manifest(tok: Tokenizer, vocab_size: int) -> dict:
         "trained_on": "train split only",
         "settings": {k: v for k, v in TOKENIZER_SETTINGS.items()},
     }
+    if tok.rule is not None and tok.rule != EARLIER_RULE:
+        m["characters"] = dataclasses.asdict(tok.rule)
     if tok.rare_characters is not None:
         m["rare_characters"] = {**tok.rare_characters, "others_as": "UTF-8 byte pieces <0xNN>, 1 byte each"}
     if tok.vocab_size != vocab_size:
@@ -212,7 +224,7 @@ def _tokenizer_manifest(tok: Tokenizer, vocab_size: int) -> dict:
 
 
 def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: int, shrink_vocab: bool, seed: int,
-                  log) -> dict:
+                  log, characters: CharacterRule = EARLIER_RULE) -> dict:
     t0 = time.time()
     # Pass 1: assign splits, count, and sample the train split for the tokenizer.
     splits, hashes, sample, sample_chars = [], [], [], 0
@@ -230,7 +242,8 @@ def _prepare_into(work: Path, source: _Source, val_fraction: float, vocab_size: 
     if "train" not in splits:
         raise UserError("every document landed in the validation split", "lower --val-fraction or add --text documents")
     log(f"prepare: {splits.count('train')} train and {splits.count('val')} val documents; training the tokenizer")
-    tok = _train_tokenizer([text for i, text in sample if splits[i] == "train"], vocab_size, shrink_vocab, log)
+    tok = _train_tokenizer([text for i, text in sample if splits[i] == "train"], vocab_size, shrink_vocab, log,
+                           characters)
     del sample
     tok.save(work / TOKENIZER_FILE)
     # Pass 2: tokenize into shards.

@@ -9,12 +9,12 @@ Because every token decodes to a fixed byte string, `token_bytes[id]` summed ove
 UTF-8 length of the document exactly; bits per byte relies on that.
 
 Rare characters: SentencePiece gives every character of its training text a piece of its own before it learns any
-merge (`character_coverage=1.0`), and fails when they do not fit. So `Tokenizer.train` gives a piece to at most
-`character_budget(vocab_size)` characters, half of the pieces left after `<unk>`, `<s>` and the 256 byte pieces.
-When the training text has more distinct characters than that, the rarer ones (`rare_characters`) are cut out of
-the sentences SentencePiece sees (each sentence is split at them, so no merge spans them); encoding spells them
-with their UTF-8 byte pieces (`<0xNN>`, one byte each), as it does any character unseen in training, so the
-tokenizer stays lossless and byte-exact. (Lowering `character_coverage` would do the same, but SentencePiece
+merge (`character_coverage=1.0`), and fails when they do not fit. So `Tokenizer.train` decides which characters get
+a piece (`CharacterRule`): the most frequent ones, as few as cover a share (`coverage`) of the text's characters,
+and at most a share (`max_share`) of the pieces left after `<unk>`, `<s>` and the 256 byte pieces. The others
+(`rare_characters`) are cut out of the sentences SentencePiece sees (each sentence is split at them, so no merge
+spans them); encoding spells them with their UTF-8 byte pieces (`<0xNN>`, one byte each), as it does any character
+unseen in training, so the tokenizer stays lossless and byte-exact whatever the rule. (Lowering `character_coverage` would do the same, but SentencePiece
 accepts no value below 0.98, too little where rare characters are more than 2% of the text.) Text whose
 characters fit trains exactly as before.
 
@@ -29,6 +29,7 @@ import hashlib
 import io
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -72,10 +73,35 @@ def _sentences(texts: Iterable[str]) -> Iterator[str]:
                 yield para
 
 
-def character_budget(vocab_size: int) -> int:
-    """How many distinct characters may have a piece of their own: half of the pieces left after `META_PIECES`
-    (at least 1). Vocabulary 512 gives 127, 1024 gives 383, 8192 gives 3967."""
-    return max(1, (vocab_size - META_PIECES) // 2)
+@dataclass(frozen=True)
+class CharacterRule:
+    """Which characters of the training text get a piece of their own: the most frequent ones, as few as cover
+    `coverage` of the text's characters (1.0: all of them), and at most `max_share` of the pieces left after
+    `META_PIECES`. The others are spelled in UTF-8 byte pieces (lossless and byte-exact either way)."""
+
+    coverage: float = 1.0
+    max_share: float = 0.5
+
+    def __post_init__(self):
+        for name in ("coverage", "max_share"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 < v <= 1.0):
+                raise UserError(f"character rule {name} {v!r} is out of range", f"pass a share in (0, 1] for {name}")
+
+    def budget(self, vocab_size: int) -> int:
+        """The most characters that may have a piece at `vocab_size` (at least 1)."""
+        return max(1, int((vocab_size - META_PIECES) * self.max_share))
+
+
+# The rule data was prepared with before rules could be chosen (every character up to half the pieces): a manifest
+# records its tokenizer's rule only where it differs from this one.
+EARLIER_RULE = CharacterRule(coverage=1.0, max_share=0.5)
+
+
+def character_budget(vocab_size: int, rule: CharacterRule = EARLIER_RULE) -> int:
+    """How many distinct characters may have a piece of their own under `rule` (by default half of the pieces
+    left after `META_PIECES`: vocabulary 512 gives 127, 1024 gives 383, 8192 gives 3967)."""
+    return rule.budget(vocab_size)
 
 
 def character_counts(texts: Iterable[str]) -> Counter:
@@ -91,13 +117,22 @@ def character_counts(texts: Iterable[str]) -> Counter:
     return counts
 
 
-def rare_characters(counts: Counter, budget: int) -> set[str]:
-    """The characters of `counts` beyond its `budget` most frequent ones (ties: lower code point first), as they
-    appear in text (the space marker stands for itself and the space); empty when all of them fit."""
-    if len(counts) <= budget:
-        return set()
+def rare_characters(counts: Counter, budget: int, coverage: float = 1.0) -> set[str]:
+    """The characters of `counts` beyond its `budget` most frequent ones (ties: lower code point first), and beyond
+    the fewest of those that cover `coverage` of all characters counted, as they appear in text (the space marker
+    stands for itself and the space); empty when all of them are kept."""
     ranked = sorted(counts, key=lambda c: (-counts[c], c))
-    rare = set(ranked[budget:])
+    keep = min(len(ranked), budget)
+    if coverage < 1.0:
+        total, covered = sum(counts.values()), 0
+        for i, c in enumerate(ranked[:keep]):
+            covered += counts[c]
+            if covered >= coverage * total:
+                keep = i + 1
+                break
+    if keep >= len(ranked):
+        return set()
+    rare = set(ranked[keep:])
     if SPACE in rare:
         rare.add(" ")
     return rare
@@ -147,6 +182,8 @@ class Tokenizer:
     #: set by `train` when rare characters were left to byte pieces: {"distinct": distinct characters of the
     #: training text, "budget": `character_budget`, "with_piece": how many got a piece}; None otherwise
     rare_characters: dict | None = None
+    #: the rule `train` gave pieces to characters by (a tokenizer loaded from a file does not know it)
+    rule: CharacterRule | None = None
 
     def __init__(self, model_proto: bytes):
         import sentencepiece as spm
@@ -168,15 +205,15 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ training and files
     @classmethod
-    def train(cls, texts: Sequence[str], vocab_size: int) -> "Tokenizer":
+    def train(cls, texts: Sequence[str], vocab_size: int, rule: CharacterRule = EARLIER_RULE) -> "Tokenizer":
         """Train on `texts` (read twice: once to count characters, once by SentencePiece) with `SETTINGS`, the
-        `rare_characters` beyond `character_budget(vocab_size)` cut out of the sentences. Raises `TextTooSmall`
-        when the text cannot fill `vocab_size` pieces."""
+        `rare_characters` that `rule` gives no piece cut out of the sentences. Raises `TextTooSmall` when the text
+        cannot fill `vocab_size` pieces."""
         import sentencepiece as spm
 
         counts = character_counts(texts)
-        budget = character_budget(vocab_size)
-        rare = rare_characters(counts, budget)
+        budget = rule.budget(vocab_size)
+        rare = rare_characters(counts, budget, rule.coverage)
         model = io.BytesIO()
         try:
             spm.SentencePieceTrainer.train(
@@ -192,33 +229,34 @@ class Tokenizer:
         tok = cls(model.getvalue())
         if rare:
             tok.rare_characters = {"distinct": len(counts), "budget": budget, "with_piece": tok.character_pieces()}
+        tok.rule = rule
         return tok
 
     @classmethod
-    def train_largest(cls, texts: Sequence[str], vocab_size: int) -> "Tokenizer":
+    def train_largest(cls, texts: Sequence[str], vocab_size: int, rule: CharacterRule = EARLIER_RULE) -> "Tokenizer":
         """Train at `vocab_size`, or, when the text is too small for it, at the largest size that works: the size
         SentencePiece states, tried in turn until one trains (each try can only be smaller; its rare-character
         budget is recomputed). Where SentencePiece does not state a size, a bisection finds it."""
         size = vocab_size
         while True:
             try:
-                return cls.train(texts, size)
+                return cls.train(texts, size, rule)
             except TextTooSmall as e:
                 if e.largest is None:
-                    return cls._bisect_largest(texts, size)
+                    return cls._bisect_largest(texts, size, rule)
                 if not META_PIECES < e.largest < size:
                     raise
                 size = e.largest
 
     @classmethod
-    def _bisect_largest(cls, texts: Sequence[str], too_large: int) -> "Tokenizer":
+    def _bisect_largest(cls, texts: Sequence[str], too_large: int, rule: CharacterRule = EARLIER_RULE) -> "Tokenizer":
         """The tokenizer of the largest size below `too_large` that trains, by bisection (the largest size that
         works is assumed to be the only boundary). Raises `TextTooSmall` when none does."""
         best, lo, hi = None, META_PIECES + 1, too_large - 1
         while lo <= hi:
             mid = (lo + hi) // 2
             try:
-                best, lo = cls.train(texts, mid), mid + 1
+                best, lo = cls.train(texts, mid, rule), mid + 1
             except TextTooSmall:
                 hi = mid - 1
         if best is None:
