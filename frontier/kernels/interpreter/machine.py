@@ -1,44 +1,112 @@
-"""The state of one interpreted kernel call: memory accounting, counts, ScalarE's reduce registers.
+"""The state of one interpreted kernel call: memory accounting, counts, ScalarE's reduce registers, loop state.
 
 `run` enters a `Machine`; the `nki.language`/`nki.isa` stand-ins find it with `current()`. One call at a time per
 thread of execution (a context variable).
+
+Two modes besides the plain one:
+- trace (`Machine(trace=True)`, `loader.trace`): the kernel is specialized but nothing is computed. Every check
+  that does not depend on values runs (shapes, memories, engines, partitions, PSUM banks and capacity, SBUF
+  capacity, accumulation state), every instruction is counted, and a dynamic loop runs its body once: the static
+  instruction count of a kernel at full size in a fraction of a second.
+- approximate activations (`approximate_activations(...)`, a context manager around `run`): ScalarE's
+  transcendental functions return values perturbed within the stated bound of `limits.ACTIVATION_ERROR`, as the
+  hardware's piecewise-polynomial approximations may, so that a test shows its tolerance absorbs them.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 
 import numpy as np
 
 from .counts import Counts
 from .errors import KernelError
-from .limits import PMAX
+from .limits import ACTIVATION_ABS_ERROR, ACTIVATION_REL_ERROR, PMAX
 from .memory import Memory
 from .tensor import MemoryRegion, Storage, Tensor
 
 _current: ContextVar["Machine | None"] = ContextVar("nki_interpreter_machine", default=None)
 
 
+@dataclass(frozen=True)
+class ActivationError:
+    """How ScalarE's approximated functions err in a run: out' = out * (1 + d) + e with |d| <= rel, |e| <= abs.
+
+    mode "random": d and e uniform in their bounds, drawn per element (seeded); "high" / "low": every output at
+    +bound / -bound (the extreme one-sided patterns)."""
+
+    rel: float = ACTIVATION_REL_ERROR
+    abs: float = ACTIVATION_ABS_ERROR
+    mode: str = "random"
+    seed: int = 0
+
+    def __post_init__(self):
+        if self.mode not in ("random", "high", "low"):
+            raise ValueError(f"ActivationError.mode must be random, high or low, got {self.mode!r}")
+
+
+_activation_error: ContextVar["ActivationError | None"] = ContextVar("nki_activation_error", default=None)
+
+
+@contextmanager
+def approximate_activations(error: ActivationError | None = None):
+    """Runs inside the block perturb ScalarE's transcendental outputs within `error` (default: the stated bound)."""
+    token = _activation_error.set(error or ActivationError())
+    try:
+        yield
+    finally:
+        _activation_error.reset(token)
+
+
 class Machine:
-    def __init__(self):
+    def __init__(self, trace: bool = False):
+        self.trace = trace
         self.counts = Counts()
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
+        self.replay = 0  # > 0 inside a dynamic loop's second and later iterations: nothing is emitted again
+        self.activation_error = _activation_error.get()
+        self.rng = np.random.default_rng(self.activation_error.seed) if self.activation_error else None
         self._token = None
+
+    @property
+    def emitting(self) -> bool:
+        return self.replay == 0
+
+    def count(self, engine: str, elements: int, free_elements: int) -> None:
+        self.counts.instruction(engine, elements, free_elements, self.emitting)
 
     def allocate(self, shape, dtype, buffer: MemoryRegion, name: str = "") -> Tensor:
         shape = tuple(int(s) for s in shape)
         if any(s < 1 for s in shape) or not shape:
             raise KernelError(f"tensor {name!r}: shape {shape} must have positive sizes")
-        storage = Storage(shape, dtype, buffer, name)
+        storage = Storage(shape, dtype, buffer, name, fill=not self.trace)
         self.memory.allocate(storage)
         return Tensor.whole(storage)
 
     def hbm_input(self, array: np.ndarray, name: str) -> Tensor:
-        storage = Storage(array.shape, array.dtype, MemoryRegion.private_hbm, name)
-        storage.array[...] = array
+        storage = Storage(array.shape, array.dtype, MemoryRegion.private_hbm, name, fill=False)
+        if not self.trace:
+            storage.array[...] = array
+        storage.input = True
         return Tensor.whole(storage)
+
+    def perturb(self, values: np.ndarray) -> np.ndarray:
+        """An approximated function's exact outputs, perturbed within the run's ActivationError (if any)."""
+        e = self.activation_error
+        if e is None:
+            return values
+        if e.mode == "random":
+            d = self.rng.uniform(-e.rel, e.rel, values.shape)
+            a = self.rng.uniform(-e.abs, e.abs, values.shape)
+        else:
+            sign = 1.0 if e.mode == "high" else -1.0
+            d, a = sign * e.rel, sign * e.abs
+        with np.errstate(all="ignore"):
+            return (values.astype(np.float64) * (1 + d) + a).astype(np.float32)
 
     def __enter__(self) -> "Machine":
         if _current.get() is not None:
