@@ -68,11 +68,10 @@ def availability(impl: str, device=None) -> str:
         if getattr(device, "backend", None) != "neuron-native":
             return (f"the NKI kernels run on a NeuronCore through native TorchNeuron; this run's device is "
                     f"{getattr(device, 'backend', device)}")
-        try:
-            from torch_neuronx import nki_op  # noqa: F401
-        except Exception as e:
-            return f"torch_neuronx offers no nki_op ({type(e).__name__}: {e})"
-        return ""
+        from .neuron import find_toolchain  # torch_neuronx.nki_op, detected by what it offers
+
+        toolchain, why = find_toolchain()
+        return why
     return f"unknown implementation {impl!r} (choose one of {', '.join(IMPLEMENTATIONS)})"
 
 
