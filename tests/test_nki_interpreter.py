@@ -656,6 +656,7 @@ def _act_kernel(x):
 
 def test_approximate_activations_perturb_within_the_stated_bound():
     x = _x(64, 32)
+    x[1] = x[0]  # equal inputs: a fixed polynomial gives equal outputs
     exact = np.exp(x.astype(np.float64))
     (e0, c0), _ = run(_act_kernel, x)
     np.testing.assert_allclose(e0, exact, rtol=1e-6)  # exact by default
@@ -668,6 +669,7 @@ def test_approximate_activations_perturb_within_the_stated_bound():
         np.testing.assert_array_equal(c, x)  # identity is a polynomial: never perturbed
         if mode == "random":
             assert np.abs(err).max() > 0.5 * bound.max() and (err > 0).any() and (err < 0).any()
+            np.testing.assert_array_equal(e[1], e[0])
         else:
             sign = 1 if mode == "high" else -1
             np.testing.assert_allclose(err, sign * bound, rtol=1e-4)

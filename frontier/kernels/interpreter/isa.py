@@ -379,7 +379,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     _check_range(op, z, name_)
     out = op.apply(z)
     if op.name not in EXACT_ACTIVATIONS:
-        out = m.perturb(out)  # the hardware's approximation error, when the run asks for it
+        out = m.perturb(out, z, op.name)  # the hardware's approximation error, when the run asks for it
     _write(dst, out)
     lanes = slice(data.p0, data.p0 + data.partitions)
     if reduce_cmd in (_RC.reset, _RC.reset_reduce):

@@ -32,10 +32,12 @@ _current: ContextVar["Machine | None"] = ContextVar("nki_interpreter_machine", d
 
 @dataclass(frozen=True)
 class ActivationError:
-    """How ScalarE's approximated functions err in a run: out' = out * (1 + d) + e with |d| <= rel, |e| <= abs.
+    """How ScalarE's approximated functions err in a run: f~(x) = f(x) * (1 + d(x)) + e(x), |d| <= rel, |e| <= abs.
 
-    mode "random": d and e uniform in their bounds, drawn per element (seeded); "high" / "low": every output at
-    +bound / -bound (the extreme one-sided patterns)."""
+    The error is a function of the function and its input, as a fixed polynomial's is: equal inputs give equal
+    outputs on every partition and in every instruction. mode "random": d(x) and e(x) pseudo-random in their bounds
+    (a hash of the input's fp32 bits, the function and the seed); "high" / "low": every output at +bound / -bound
+    (the extreme one-sided patterns)."""
 
     rel: float = ACTIVATION_REL_ERROR
     abs: float = ACTIVATION_ABS_ERROR
@@ -69,7 +71,6 @@ class Machine:
         self.act_regs = np.full(PMAX, np.nan, np.float32)
         self.replay = 0  # > 0 inside a dynamic loop's second and later iterations: nothing is emitted again
         self.activation_error = _activation_error.get()
-        self.rng = np.random.default_rng(self.activation_error.seed) if self.activation_error else None
         self._token = None
 
     @property
@@ -94,14 +95,14 @@ class Machine:
         storage.input = True
         return Tensor.whole(storage)
 
-    def perturb(self, values: np.ndarray) -> np.ndarray:
-        """An approximated function's exact outputs, perturbed within the run's ActivationError (if any)."""
+    def perturb(self, values: np.ndarray, inputs: np.ndarray, function: str) -> np.ndarray:
+        """An approximated function's exact outputs on `inputs` (fp32), perturbed within the run's ActivationError."""
         e = self.activation_error
         if e is None:
             return values
         if e.mode == "random":
-            d = self.rng.uniform(-e.rel, e.rel, values.shape)
-            a = self.rng.uniform(-e.abs, e.abs, values.shape)
+            d = e.rel * _unit(inputs, f"{function}/rel/{e.seed}")
+            a = e.abs * _unit(inputs, f"{function}/abs/{e.seed}")
         else:
             sign = 1.0 if e.mode == "high" else -1.0
             d, a = sign * e.rel, sign * e.abs
@@ -116,6 +117,16 @@ class Machine:
 
     def __exit__(self, *exc) -> None:
         _current.reset(self._token)
+
+
+def _unit(x: np.ndarray, salt: str) -> np.ndarray:
+    """A value in [-1, 1] per element, a fixed pseudo-random function of the fp32 bits of x and of `salt`."""
+    h = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    h ^= np.uint64(sum(ord(c) * 131**i for i, c in enumerate(salt)) % 2**32)
+    for mult in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9):  # splitmix-style mixing
+        h = (h * np.uint64(mult)) & np.uint64(2**64 - 1)
+        h ^= h >> np.uint64(29)
+    return (h >> np.uint64(11)).astype(np.float64) / 2.0**52 - 1.0
 
 
 def current() -> Machine:
