@@ -330,20 +330,35 @@ def kernel_inputs(op: str, args: tuple) -> list[tuple[str, list, dict]]:
                                  _np32(dloss)], {"cap": float(cap)})]
     if op == "newton_schulz":
         g, steps = args[0], args[1]
-        return [("newton_schulz", [m], {"steps": int(steps)}) for m in _np32(g).reshape(-1, *g.shape[-2:])]
+        out = []
+        for m in _np32(g).reshape(-1, *g.shape[-2:]):
+            out.append(("newton_schulz", [m], {"steps": int(steps)}))
+        return out
+    if op == "adamw_step":
+        param, grad, m, v, lr, beta1, beta2, eps, weight_decay, step = args[:10]
+        sc = adamw_step_scalars(lr, int(step), beta1, beta2, weight_decay)
+        return [("adamw", [_np32(t).reshape(-1) for t in (param, grad, m, v)] + [sc["step_size"], sc["inv_bc2"],
+                                                                              sc["decay"]],
+                 {"beta1": float(beta1), "beta2": float(beta2), "eps": float(eps)})]
     return []
+
+
+RESCALE_NATS = 1.0  # a row's running max "moves" when it rises by >= 1 nat: its sum is rescaled by <= 1/e
 
 
 def head_exercise(h: np.ndarray, w: np.ndarray, cap: float, vchunk: int) -> dict:
     """What these head inputs exercise: rows whose running max over vocabulary chunks of `vchunk` rises after the
-    first chunk (the online rescaling does work), and |tanh(l / cap)| (the softcap's saturation)."""
+    first chunk by RESCALE_NATS or more (the online rescaling multiplies the running sum by <= 1/e: a stale max or a
+    missing rescale would show), the largest rise, and |tanh(l / cap)| (the softcap's saturation: its factor
+    1 - t^2 on the gradient)."""
     t = np.tanh(h.astype(np.float64) @ w.astype(np.float64).T / cap)
-    running = np.maximum.accumulate(np.stack([c.max(1) for c in np.array_split(
-        cap * t, range(vchunk, t.shape[1], vchunk), axis=1)], 1), axis=1)
-    moved = (np.diff(running, axis=1) > 0).any(axis=1)
-    return {"rows": int(t.shape[0]), "chunks": int(running.shape[1]), "rows_rescaled": int(moved.sum()),
-            "rescaled_fraction": float(moved.mean()), "max_abs_tanh": float(np.abs(t).max()),
-            "fraction_abs_tanh_over_half": float((np.abs(t) > 0.5).mean()),
+    chunks = np.array_split(cap * t, list(range(vchunk, t.shape[1], vchunk)), axis=1)
+    running = np.maximum.accumulate(np.stack([c.max(1) for c in chunks], 1), axis=1)
+    rise = running[:, -1] - running[:, 0]
+    moved = rise >= RESCALE_NATS
+    return {"rows": int(t.shape[0]), "chunks": len(chunks), "rows_rescaled": int(moved.sum()),
+            "rescaled_fraction": float(moved.mean()), "max_rise_nats": float(rise.max()),
+            "max_abs_tanh": float(np.abs(t).max()), "fraction_abs_tanh_over_half": float((np.abs(t) > 0.5).mean()),
             "min_softcap_factor": float((1 - t * t).min())}
 
 
@@ -370,6 +385,7 @@ def verify_calls(calls: list[tuple[str, tuple]], vchunk: int = 128, log=print) -
         log(f"verify: {name} ({row['calls']} calls): fp32 {row['fp32']:.2e}"
             + (f", bf16 {row['bf16']:.2e}" if row["bf16"] is not None else ""))
     if exercise:
-        log(f"verify: head inputs: {exercise['rows_rescaled']} of {exercise['rows']} rows rescaled after the first of "
-            f"{exercise['chunks']} chunks; max |tanh(l / cap)| {exercise['max_abs_tanh']:.3f}")
+        log(f"verify: head inputs: {exercise['rows_rescaled']} of {exercise['rows']} rows rescaled by <= 1/e after the "
+            f"first of {exercise['chunks']} chunks (largest rise {exercise['max_rise_nats']:.2f} nats); max |tanh(l / "
+            f"cap)| {exercise['max_abs_tanh']:.3f}, {exercise['fraction_abs_tanh_over_half']:.1%} of logits over 0.5")
     return {"kernels": worst, "head": exercise, "vchunk": vchunk}
