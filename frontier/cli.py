@@ -278,11 +278,15 @@ def cmd_kernels(a) -> int:
         from .bench import default_record_dir, new_record_path, write_bench_record
         from .kernels.verify import accuracy, format_accuracy
 
+        from .data import profile_dataset
+        from .kernels.census import verify_trained
+
         path = new_record_path(a.out or default_record_dir(a.accuracy), "kernel-accuracy", [a.accuracy])
         code = records.code_version()
         result = {"record": "frontier-kernel-accuracy", "profile": a.accuracy,
-                  **accuracy(resolve("baseline", a.accuracy), a.tokens), "code": code,
-                  "hardware": records.hardware(), "command": ["frontier", *a.argv]}
+                  **accuracy(resolve("baseline", a.accuracy), a.tokens),
+                  "trained_smoke": verify_trained(profile_dataset("smoke", log=lambda *x: None), steps=150),
+                  "code": code, "hardware": records.hardware(), "command": ["frontier", *a.argv]}
         print(format_accuracy(result))
         print(f"accuracy record: {write_bench_record(result, path)}")
         return 0
@@ -658,7 +662,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(a JSON record; trn2's shapes take minutes)")
     s.add_argument("--ops", help="with --census: only these ops (comma-separated)")
     s.add_argument("--accuracy", metavar="PROFILE", help="every NKI kernel in the interpreter against float64, fp32 "
-                   "and bf16, at PROFILE's widths (a JSON record; trn2's take a few minutes)")
+                   "and bf16, at PROFILE's widths, and on a smoke checkpoint's activations after 150 steps (a JSON "
+                   "record; trn2's widths take a few minutes)")
     s.add_argument("--tokens", type=_positive_int, default=256, help="with --accuracy: positions at the activation "
                    "kernels (default 256)")
     s.add_argument("--roofline", metavar="PROFILE", help="predict one training step on a NeuronCore-v3 at PROFILE's "
