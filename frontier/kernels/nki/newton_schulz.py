@@ -34,8 +34,9 @@ Engines:
            the transposes, the floor before sqrt, + 1e-7, the reciprocal (never a divide), the scaled copy of G.
   GpSimd   iota for the identity rows of each block (a I_i), rebuilt per block.
 SBUF per partition (operand dtype of s bytes): X and X' (2 MB n s), X^T (ceil(n/128) m s), A and P row blocks
-(2 MB m s), a few [128, <=m] tiles, and while loading the fp32 staging of G (released before the iterations):
-104 KiB in bf16 for the trn2 model's 2560 x 640 matrices (the interpreter checks the 212,984-byte budget).
+(2 MB m s), a few [128, <=m] tiles, and while loading with bf16 operands the fp32 staging of G (released before
+the iterations): at most 146 KiB in bf16, 180 KiB in fp32 for the trn2 model's 2560 x 640 matrices (the interpreter
+checks the 212,984-byte budget).
 PSUM, every tile a whole 2 KiB bank: five (A, A^2, X', the transposes, the norm).
 HBM: G is read once and the result written once.
 """
@@ -95,7 +96,7 @@ def newton_schulz(g, steps=5, matmul_dtype="bfloat16"):
         xn.append(nl.ndarray((mbl[b][1], n), dtype=mdt, buffer=nl.sbuf))
     xt = nl.ndarray((pmax, nch, m), dtype=mdt, buffer=nl.sbuf)
     if tall:
-        _load_scaled(g, xt, kch, norm_ps, tall)
+        _load_scaled(g, xt, kch, norm_ps, tall, matmul_dtype == "float32")
         for k in range(nch):
             k0, w = kch[k]
             for b in range(len(mbl)):
@@ -103,7 +104,7 @@ def newton_schulz(g, steps=5, matmul_dtype="bfloat16"):
                 nisa.nc_transpose(dst=tp[0:h, 0:w], data=xt[0:w, k, i0:i0 + h], engine=nisa.engine.tensor)
                 nisa.tensor_copy(dst=x[b][:, k0:k0 + w], src=tp[0:h, 0:w])
     else:
-        _load_scaled(g, x, mbl, norm_ps, tall)
+        _load_scaled(g, x, mbl, norm_ps, tall, matmul_dtype == "float32")
         _transpose_all(xt, x, kch, mbl, tp)
 
     a_sb = []
@@ -157,12 +158,13 @@ def newton_schulz(g, steps=5, matmul_dtype="bfloat16"):
     return out
 
 
-def _load_scaled(g, dst, blocks, norm_ps, tall):
+def _load_scaled(g, dst, blocks, norm_ps, tall, fp32):
     """dst (row blocks of X, or the chunks of X^T when G is tall, in the operand dtype) = G / (||G||_F + 1e-7).
 
-    G's rows are loaded in fp32 into staging tiles that end with this helper. Frobenius norm: per-partition sums of
-    squares of each tile, summed over partitions and tiles and broadcast to all 128 by accumulating ones-matmuls;
-    then 1 / (sqrt(total) + 1e-7) by ScalarE sqrt and VectorE add + reciprocal."""
+    G's rows are loaded in fp32: into dst itself when the operands are fp32, else into staging tiles that end with
+    this helper. Frobenius norm: per-partition sums of squares of each tile, summed over partitions and tiles and
+    broadcast to all 128 by accumulating ones-matmuls; then 1 / (sqrt(total) + 1e-7) by ScalarE sqrt and VectorE add
+    + reciprocal."""
     pmax = nl.tile_size.pmax
     width = g.shape[1]
     ones = nl.ndarray((pmax, pmax), dtype=nl.float32, buffer=nl.sbuf)
@@ -171,7 +173,10 @@ def _load_scaled(g, dst, blocks, norm_ps, tall):
     staged = []
     for b in range(len(blocks)):
         r0, h = blocks[b]
-        g32 = nl.ndarray((h, width), dtype=nl.float32, buffer=nl.sbuf)
+        if fp32:
+            g32 = dst[0:h, b, :] if tall else dst[b]
+        else:
+            g32 = nl.ndarray((h, width), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=g32, src=g[r0:r0 + h, :])
         sq = nl.ndarray((h, width), dtype=nl.float32, buffer=nl.sbuf)  # the squares (discarded)
         nisa.activation(dst=sq, op=nl.square, data=g32, reduce_op=nl.add, reduce_res=ssq[0:h, b:b + 1],
