@@ -28,7 +28,7 @@ def _sum(counts: list[Counts]) -> dict:
     for c in counts:
         for k in ("hbm_read_bytes", "hbm_write_bytes", "dma_transfers", "dma_bytes", "matmul_flops"):
             setattr(total, k, getattr(total, k) + getattr(c, k))
-        for k in ("instructions", "elements", "free_elements"):
+        for k in ("instructions", "static_instructions", "elements", "free_elements"):
             for e, v in getattr(c, k).items():
                 getattr(total, k)[e] += v
         total.peak_sbuf_bytes = max(total.peak_sbuf_bytes, c.peak_sbuf_bytes)
