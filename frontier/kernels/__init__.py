@@ -13,6 +13,9 @@ once at the run's shapes (forward and backward), so a kernel that fails to compi
 not mid-run. The run record's `implementations` are counted as the ops run (`ops.calls()`), not copied from here.
 
 Attention is not a fused op of ours: SDPA on CPU and CUDA (the vendor's kernel behind it on Neuron), recorded as such.
+
+`frontier kernels` lists, besides these rows, every kernel call of a step at the trn2 shapes of one worker
+(`frontier.kernels.verify.inventory`): instructions emitted against the budget, matmul dtype, language check.
 """
 
 from __future__ import annotations
