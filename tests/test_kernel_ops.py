@@ -365,8 +365,8 @@ def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op():
 
     cfg = resolve("baseline", "smoke", kernels="interpreter")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_embd=1040))
-    with pytest.raises(UserError, match=r"--kernels interpreter cannot run relu2_mlp: AssertionError: mlp_bwd: D = 1040 "
-                                        r"leaves no F block that fits PSUM"):
+    with pytest.raises(UserError, match=r"--kernels interpreter cannot run relu2_mlp: AssertionError: mlp_bwd: "
+                                        r"D = 1040 leaves no F block that fits PSUM"):
         kernels.check(cfg, CPU)
 
 

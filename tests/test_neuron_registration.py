@@ -17,7 +17,6 @@ import sys
 import types
 from functools import cache
 
-import numpy as np
 import pytest
 import torch
 
@@ -87,8 +86,8 @@ def _cases():
     w1, w2 = torch.randn(F, D, generator=g) * D**-0.5, torch.randn(D, F, generator=g) * F**-0.5
     dy = torch.randn(B * T, D, generator=g)
     none_bias = (None, None, None, None)
-    sparse = (torch.randn(V, generator=g), torch.randint(0, V, (B * T, 4), generator=g), torch.randn(B * T, 4,
-                                                                                                      generator=g), None)
+    sparse = (torch.randn(V, generator=g), torch.randint(0, V, (B * T, 4), generator=g),
+              torch.randn(B * T, 4, generator=g), None)
     lse = torch.logsumexp(15 * torch.tanh(h @ w.T / 15), -1)
     dloss = torch.rand(B * T, generator=g)
     return {

@@ -46,7 +46,6 @@ def test_every_kernel_call_at_trn2_shapes_is_within_the_instruction_budget(trn2)
 
 
 def test_the_n_gram_recipe_lists_the_bias_kernels():
-    p = get_profile("trn2")
     names = {r["kernel"] for r in inventory(resolve("ngram", "trn2"), 1)["kernels"]}
     assert {"head_ce_bias_fwd", "head_ce_bias_bwd"} <= names and "head_ce_fwd" not in names
 

@@ -46,7 +46,7 @@ def test_trained_activations_exercise_the_rescaling_and_the_saturation(trained, 
     assert head["max_abs_tanh"] > 0.5 and head["fraction_abs_tanh_over_half"] > 0.01
     # after a single step (near initialisation) neither happens
     calls, _ = trained_activations(smoke_data, 1, log=lambda *a: None)
-    (name, arrays, consts), = [c for op, args in calls if op == "head_softcap_cross_entropy"
+    (_, arrays, consts), = [c for op, args in calls if op == "head_softcap_cross_entropy"
                                for c in kernel_inputs(op, args)]
     early = head_exercise(arrays[0], arrays[1], consts["cap"], 128)
     assert early["rows_rescaled"] == 0 and early["max_abs_tanh"] < 0.1
