@@ -3,10 +3,10 @@ NKI language, the matmul operand dtype; and the accuracy measurement against flo
 
 Every Python loop of a kernel is unrolled by the NKI compiler, which limits the instructions a kernel may emit
 (EBVF030, no figure documented); the interpreter counts what a kernel emits (a device loop's body once) and we hold
-each kernel call to STATIC_INSTRUCTION_LIMIT at the trn2 shapes of one worker (8 rows of 2,048 tokens). Unrolled,
-the token loops of the MLP and head kernels alone emitted ~25,000 to ~110,000 instructions per call there (the
-census of 2026-12-01 counted 98,192 / 289,920 and 145,376 / 431,008 at four workers' 65,536 tokens); they are device
-loops now. Tracing is shapes-only, so this runs in seconds.
+each kernel call to STATIC_INSTRUCTION_LIMIT at the trn2 shapes of one worker (8 rows of 2,048 tokens). With their
+token loops unrolled, the kernels before this budget emitted there (traced, their PSUM placement check set aside)
+25,129 (mlp_fwd), 79,744 (mlp_bwd), 37,440 (head_ce_fwd) and 110,624 (head_ce_bwd) instructions per call; those loops
+are device loops now. Tracing is shapes-only, so this runs in seconds.
 """
 
 from __future__ import annotations
