@@ -23,6 +23,7 @@ import math
 from enum import Enum
 
 import numpy as np
+import torch
 
 from . import machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
@@ -299,7 +300,8 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         _mark(dst, BY_MATMUL)
     else:
         # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM)
-        product = stationary.read().reshape(k, m).T @ moving.read().reshape(k, n)
+        product = (torch.from_numpy(stationary.read().reshape(k, m)).T
+                   @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
         if accumulate:
             product = dst.read().reshape(m, n) + product
         _write(dst, product, BY_MATMUL)

@@ -20,6 +20,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .counts import Counts
 from .errors import KernelError
@@ -113,9 +114,14 @@ class Machine:
         if _current.get() is not None:
             raise KernelError("an interpreted kernel is already running: kernels do not nest")
         self._token = _current.set(self)
+        # the tiles' matmuls (<= 128 x 128 x 512) are fastest on one thread; on a busy machine a thread pool made
+        # them 8x slower (isa.nc_matmul multiplies with torch)
+        self._threads = torch.get_num_threads()
+        torch.set_num_threads(1)
         return self
 
     def __exit__(self, *exc) -> None:
+        torch.set_num_threads(self._threads)
         _current.reset(self._token)
 
 
