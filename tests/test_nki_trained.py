@@ -16,15 +16,30 @@ amplify them to ~3e-6); bf16 operands 2e-2 (a few bf16 roundings, 2^-8 = 3.9e-3 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
+import torch
 
 from frontier.kernels.census import trained_activations, verify_trained
 from frontier.kernels.verify import head_exercise, kernel_inputs
 
 
+@contextmanager
+def _one_thread():
+    """The smoke model is tiny: one thread trains it fastest (on a busy 2-core machine a 2-thread pool took 10x)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def trained(smoke_data):
-    return verify_trained(smoke_data, steps=150, log=lambda *a: None)
+    with _one_thread():
+        return verify_trained(smoke_data, steps=150, log=lambda *a: None)
 
 
 def test_every_kernel_is_verified_on_trained_activations(trained):
@@ -45,7 +60,8 @@ def test_trained_activations_exercise_the_rescaling_and_the_saturation(trained, 
     assert head["rescaled_fraction"] > 0.5 and head["max_rise_nats"] > 3
     assert head["max_abs_tanh"] > 0.5 and head["fraction_abs_tanh_over_half"] > 0.01
     # after a single step (near initialisation) neither happens
-    calls, _ = trained_activations(smoke_data, 1, log=lambda *a: None)
+    with _one_thread():
+        calls, _ = trained_activations(smoke_data, 1, log=lambda *a: None)
     (_, arrays, consts), = [c for op, args in calls if op == "head_softcap_cross_entropy"
                                for c in kernel_inputs(op, args)]
     early = head_exercise(arrays[0], arrays[1], consts["cap"], 128)
