@@ -273,6 +273,7 @@ def cmd_profiles(a) -> int:
 def cmd_kernels(a) -> int:
     from .devices import select_device
     from .kernels import status
+    from .recipes import resolve
 
     if a.roofline:
         from .records import default_record_dir, write_bench_record
@@ -283,6 +284,22 @@ def cmd_kernels(a) -> int:
         result["command"] = ["frontier", *a.argv]
         print(format_roofline(result))
         print(f"roofline record: {write_bench_record(result, path)}")
+        return 0
+    if a.accuracy:
+        from . import records
+        from .data.dataset import profile_dataset
+        from .kernels.verify import accuracy, format_accuracy
+        from .records import default_record_dir, new_record_path, write_bench_record
+        from .study.census import verify_trained
+
+        path = new_record_path(a.out or default_record_dir(a.accuracy), "kernel-accuracy", [a.accuracy])
+        code = records.code_version()
+        result = {"record": "frontier-kernel-accuracy", "profile": a.accuracy,
+                  **accuracy(resolve("baseline", a.accuracy), a.tokens),
+                  "trained_smoke": verify_trained(profile_dataset("smoke", log=lambda *x: None), steps=150),
+                  "code": code, "hardware": records.hardware(), "command": ["frontier", *a.argv]}
+        print(format_accuracy(result))
+        print(f"accuracy record: {write_bench_record(result, path)}")
         return 0
     if a.census:
         from .records import default_record_dir, new_record_path, write_bench_record
@@ -307,6 +324,11 @@ def cmd_kernels(a) -> int:
           "Neuron)")
     print("choose with `frontier train --kernels reference|interpreter|nki` (default: nki on a Neuron device, "
           "reference elsewhere); each run checks, before training, that its choice runs every op at its shapes")
+    from .kernels.verify import format_inventory, inventory
+    from .profiles import get_profile
+
+    trn2 = get_profile("trn2")
+    print(format_inventory(inventory(resolve("baseline", "trn2"), trn2.batch_size // trn2.nproc)))
     return 0
 
 
@@ -659,6 +681,11 @@ def build_parser() -> argparse.ArgumentParser:
                    "its counted HBM bytes, DMAs, FLOPs, per-engine work, and its error against the reference "
                    "(a JSON record; trn2's shapes take minutes)")
     s.add_argument("--ops", help="with --census: only these ops (comma-separated)")
+    s.add_argument("--accuracy", metavar="PROFILE", help="every NKI kernel in the interpreter against float64, fp32 "
+                   "and bf16, at PROFILE's widths, and on a smoke checkpoint's activations after 150 steps (a JSON "
+                   "record; trn2's widths take a few minutes)")
+    s.add_argument("--tokens", type=_positive_int, default=256, help="with --accuracy: positions at the activation "
+                   "kernels (default 256)")
     s.add_argument("--roofline", metavar="PROFILE", help="predict one training step on a NeuronCore-v3 at PROFILE's "
                    "shapes, PyTorch reference against the NKI kernels, by a cost model from counted FLOPs and HBM "
                    "bytes (a JSON record; trn2's shapes take about ten minutes in the interpreter)")

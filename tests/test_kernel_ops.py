@@ -8,11 +8,16 @@ Tolerances:
   by hand (autograd's kernels sum in another order), so they agree to fp32 rounding: 1e-5 relative to the largest
   value (fp32 eps is 1.2e-7; sums over a few hundred terms).
 - interpreter against reference, through the ops and autograd: the kernels' own tests (test_nki_kernels*.py) bound
-  them by torch's fp32 error; here the check is that the op plumbing (layouts, flattening, which gradient goes
-  where) is right, at 1e-4 relative (a transposed or mis-scaled gradient is off by O(1)).
+  them against float64 (fp32 kernels by torch's fp32 error, the bf16-operand kernels by torch's error under bf16
+  autocast); here the check is that the op plumbing (layouts, flattening, which gradient goes where) is right. The
+  ops run the kernels as Trn2 would, matmul operands in bf16, against the fp32 reference: RMSNorm and RoPE (no
+  matmul) at 1e-5 / 1e-4 relative, the matmul ops at 2e-2 (their bf16 error is below 1e-2 normwise, measured up to
+  4.9e-3 here), Newton-Schulz at 1e-1 (bf16 Newton-Schulz, torch's own included, lies 3-7% of the largest entry from
+  float64; measured 1.8e-2 here); a transposed or mis-scaled gradient is off by O(1).
 - whole runs: `--kernels reference` against the losses the code before this layer logged (tests/data, commit
   c750e75): 2e-6 relative (measured: at most 1 float32 ulp on 6 steps, 7.7e-8 relative); the interpreter against
-  the reference, same seed and steps: 1e-4 relative (kernel rounding, fed back through 3 optimiser steps).
+  the reference, same seed and steps: 2e-3 relative (the bf16 operands' rounding fed back through 3 optimiser
+  steps: measured 1.9e-4 on the losses, 2.4e-4 on val_bpb; a wrong gradient moves them by more than 1e-2).
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from frontier.recipes import resolve
 from frontier.train.trainer import train
 
 CPU = select_device("cpu")
+BF16_OP = 2e-2  # the matmul ops' bf16 operands against the fp32 reference (module docstring)
+BF16_RUN = 2e-3  # a 3-step run with them against the reference's
 GOLDEN = json.loads((Path(__file__).parent / "data" / "losses_c750e75.json").read_text())
 
 
@@ -248,9 +255,9 @@ def test_interpreter_mlp_through_the_op(n, d, f):
     leaves = [torch.randn(n, d, generator=g), torch.randn(f, d, generator=g) * d**-0.5,
               torch.randn(d, f, generator=g) * f**-0.5]
     r = _both(lambda impl, x, w1, w2: ops.relu2_mlp(x, w1, w2, impl), leaves, torch.randn(n, d, generator=g))
-    assert _rel(r["interpreter"][0], r["reference"][0]) < 1e-4
+    assert _rel(r["interpreter"][0], r["reference"][0]) < BF16_OP
     for a, b in zip(r["interpreter"][1], r["reference"][1]):
-        assert _rel(a, b) < 1e-4
+        assert _rel(a, b) < BF16_OP
 
 
 @pytest.mark.parametrize("n,d,v", [(512, 64, 512), (200, 40, 300)])
@@ -260,14 +267,14 @@ def test_interpreter_head_ce_through_the_op(n, d, v):
     leaves = [torch.randn(n, d, generator=g), torch.randn(v, d, generator=g) * 0.3]
     dloss = torch.rand(n, generator=g)
     r = _both(lambda impl, h, w: ops.head_softcap_cross_entropy(h, w, targets, 15.0, impl), leaves, dloss)
-    assert _rel(r["interpreter"][0], r["reference"][0]) < 1e-5
+    assert _rel(r["interpreter"][0], r["reference"][0]) < BF16_OP
     for a, b in zip(r["interpreter"][1], r["reference"][1]):
-        assert _rel(a, b) < 1e-4
+        assert _rel(a, b) < BF16_OP
 
 
 def test_interpreter_optimiser_ops():
     g = torch.randn(2, 64, 96, generator=_gen())
-    assert _rel(ops.newton_schulz(g, 5, "interpreter"), ops.newton_schulz(g, 5, "reference")) < 1e-4
+    assert _rel(ops.newton_schulz(g, 5, "interpreter"), ops.newton_schulz(g, 5, "reference")) < 1e-1
     state = {impl: [torch.randn(300, generator=_gen(i)) for i in range(3)] for impl in ("reference", "interpreter")}
     for impl, (p, m, v) in state.items():
         v.abs_()
@@ -327,8 +334,8 @@ def test_interpreter_run_trains_every_op_in_the_interpreter_and_records_it(smoke
     assert set(ref["implementations"][op] for op in observed) == {"reference"}
     assert rec["config"]["train"]["kernels"] == "interpreter" and rec["config_hash"] != ref["config_hash"]
     a, b = (torch.tensor(r["curve"]["train_loss"]) for r in (rec, ref))
-    assert _rel(a, b) < 1e-4
-    assert abs(rec["val_bpb"] - ref["val_bpb"]) < 1e-4 * ref["val_bpb"]
+    assert _rel(a, b) < BF16_RUN
+    assert abs(rec["val_bpb"] - ref["val_bpb"]) < BF16_RUN * ref["val_bpb"]
 
 
 def test_cli_interpreter_run_end_to_end(tmp_path, capsys, smoke_data):
@@ -350,15 +357,16 @@ def test_nki_without_neuron_is_refused_in_one_line_before_anything_is_written(tm
 
 
 def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op():
-    """A model 1,040 wide: the MLP kernel keeps W1^T and W2^T resident in SBUF, which no longer fits."""
+    """A model 1,040 wide: the MLP backward's PSUM tiles (dx and a dW1 row tile, each ceil(D / 512) banks, besides the
+    transposes, h and dW2) no longer fit the 8 banks."""
     import dataclasses
 
     from frontier.errors import UserError
 
     cfg = resolve("baseline", "smoke", kernels="interpreter")
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, n_embd=1040))
-    with pytest.raises(UserError, match=r"--kernels interpreter cannot run relu2_mlp: AssertionError: mlp_fwd: W1\^T "
-                                        r"and W2\^T do not fit in SBUF"):
+    with pytest.raises(UserError, match=r"--kernels interpreter cannot run relu2_mlp: AssertionError: mlp_bwd: "
+                                        r"D = 1040 leaves no F block that fits PSUM"):
         kernels.check(cfg, CPU)
 
 
@@ -370,8 +378,8 @@ def test_an_n_gram_run_trains_with_the_head_kernel_taking_the_bias(smoke_data, t
     rec = _smoke_losses("ngram", "interpreter", tmp_path, steps=3)
     assert rec["implementations"]["head_softcap_cross_entropy.backward"] == "interpreter"
     a, b = (torch.tensor(r["curve"]["train_loss"]) for r in (rec, ref))
-    assert _rel(a, b) < 1e-4
-    assert abs(rec["val_bpb"] - ref["val_bpb"]) < 1e-4 * ref["val_bpb"]
+    assert _rel(a, b) < BF16_RUN
+    assert abs(rec["val_bpb"] - ref["val_bpb"]) < BF16_RUN * ref["val_bpb"]
     assert rec["ngram"]["mixture"] != [round(1 / 17, 5)] * 17  # the bias's gradient reached the mixture
 
 
@@ -388,9 +396,9 @@ def test_interpreter_head_ce_with_the_n_gram_bias_through_the_op(n, d, v):
                                               bias_values=vals)
 
     r = _both(fn, leaves, dloss)
-    assert _rel(r["interpreter"][0], r["reference"][0]) < 1e-5
+    assert _rel(r["interpreter"][0], r["reference"][0]) < BF16_OP
     for a, b in zip(r["interpreter"][1], r["reference"][1]):
-        assert _rel(a, b) < 1e-4
+        assert _rel(a, b) < BF16_OP
 
 
 def test_frontier_kernels_lists_every_op_and_implementation(capsys):
@@ -400,6 +408,11 @@ def test_frontier_kernels_lists_every_op_and_implementation(capsys):
         assert f"{op}:" in out
     assert out.count("reference   frontier.kernels.reference") == len(ops.OPS)
     assert "cannot run here: the real `nki`" in out
+    # the kernels at the trn2 shapes: instructions against the budget, matmul dtype, language check
+    assert "per worker: 8 rows of 2,048 tokens" in out and "budget of 20,000" in out
+    table = out[out.index("NKI kernels at these shapes"):].splitlines()[2:]
+    assert len(table) == 14 and all(line.rstrip().endswith("passes") for line in table)  # RoPE: q and k alike
+    assert sum("bfloat16" in line for line in table) == 7  # MLP and head, forward and backward; 3 Newton-Schulz
 
 
 def test_a_compiled_model_runs_the_interpreted_kernels_inside_its_graph(smoke_data, tmp_path):

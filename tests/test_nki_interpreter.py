@@ -13,9 +13,11 @@ import types
 import numpy as np
 import pytest
 
-from frontier.kernels.interpreter import KernelError, LimitError, UnsupportedError, find_real_nki, load, run
+from frontier.kernels.interpreter import (ActivationError, KernelError, LimitError, UnsupportedError,
+                                         approximate_activations, find_real_nki, load, run, trace)
 from frontier.kernels.interpreter import isa as nisa
 from frontier.kernels.interpreter import language as nl
+from frontier.kernels.interpreter.limits import ACTIVATION_ABS_ERROR, ACTIVATION_REL_ERROR
 
 F32 = np.float32
 
@@ -68,8 +70,11 @@ def test_129_partitions_refused():
 
 
 def test_on_chip_tiles_are_2d():
+    def kernel(x):
+        nl.ndarray((128,), dtype=nl.float32, buffer=nl.sbuf)
+
     with pytest.raises(LimitError, match="at least 2-D"):
-        run(lambda x: nl.ndarray((128,), dtype=nl.float32, buffer=nl.sbuf), _x(4))
+        run(kernel, _x(4))
 
 
 def test_matmul_moving_513_wide_refused():
@@ -111,7 +116,9 @@ def test_matmul_dst_must_stay_in_one_psum_bank():
 
 def test_psum_nine_banks_refused():
     def kernel(x):
-        tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
+        tiles = []
+        for _ in range(9):
+            tiles.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum))
         return tiles
 
     with pytest.raises(LimitError, match=r"9 banks exceed the 8 PSUM banks"):
@@ -129,7 +136,7 @@ def test_psum_tile_rebound_in_a_loop_is_released():
     assert c.peak_psum_banks == 2  # the new tile is made before the name lets go of the old one
 
 
-def test_sbuf_overflow_refused_and_release_by_del():
+def test_sbuf_overflow_refused_and_released_when_a_helper_returns():
     big = 110_000 // 4  # fp32 per partition: two of these exceed 212,984 B
 
     def hold(x):
@@ -137,9 +144,12 @@ def test_sbuf_overflow_refused_and_release_by_del():
         b = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)
         return a, b
 
-    def release(x):
+    def scratch():
         a = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)
-        del a
+        nisa.memset(dst=a, value=0.0)
+
+    def release(x):
+        scratch()  # its tile ends with the helper (`del` is not in the NKI language)
         b = nl.ndarray((128, big), dtype=nl.float32, buffer=nl.sbuf)
         return _copy_kernel(x)
 
@@ -320,10 +330,13 @@ def test_outputs_must_be_shared_hbm():
         nisa.dma_copy(dst=out, src=nl.load(x))
         return out
 
+    def sbuf_output(x):
+        return nl.load(x)
+
     with pytest.raises(KernelError, match=r"buffer=nl.shared_hbm"):
         run(private_hbm_output, _x(8, 8))
     with pytest.raises(KernelError, match=r"buffer=nl.shared_hbm"):
-        run(lambda x: nl.load(x), _x(8, 8))
+        run(sbuf_output, _x(8, 8))
 
 
 def test_activation_input_outside_valid_range_refused():
@@ -419,3 +432,244 @@ def test_find_real_nki_rejects_the_pypi_stub(monkeypatch):
 def test_find_real_nki_here():
     nki, why = find_real_nki()
     assert (nki is None) == bool(why)
+
+
+# ------------------------------------------------------------------------------------------ PSUM placement (issue 28.3)
+
+
+def test_a_matmul_that_could_cross_a_bank_under_tight_packing_is_refused():
+    """The alignment of PSUM tiles is undocumented: a 256-byte tile allocated first may put the next tile at byte 256,
+    where a full-bank matmul output would straddle two banks. Whole-bank tiles are safe wherever they land."""
+
+    def small_tile_first(a_t, b):
+        a_sb, b_sb = nl.load(a_t), nl.load(b)
+        small = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)  # 256 B per partition
+        nisa.memset(dst=small, value=0.0)
+        acc = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)  # placed at byte 256
+        nisa.nc_matmul(dst=acc, stationary=a_sb, moving=b_sb)
+
+    def whole_banks(a_t, b):
+        a_sb, b_sb = nl.load(a_t), nl.load(b)
+        first = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.memset(dst=first, value=0.0)
+        acc = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=a_sb, moving=b_sb)
+        res = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res, src=acc)
+        out = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, res)
+        return out
+
+    with pytest.raises(LimitError, match=r"crossing a 2 KiB PSUM bank boundary under the tightest packing"):
+        run(small_tile_first, _x(128, 64), _x(128, 512))
+    a_t, b = _x(128, 64, seed=1), _x(128, 512, seed=2)
+    out, _ = run(whole_banks, a_t, b)
+    np.testing.assert_allclose(out, a_t.T @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_psum_tiles_are_placed_back_to_back():
+    def kernel(x):
+        a = nl.ndarray((128, 100), dtype=nl.float32, buffer=nl.psum)
+        b = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+        assert (a.storage.psum_offset, b.storage.psum_offset) == (0, 400)
+        return _copy_kernel(x)
+
+    run(kernel, _x(4, 4))
+
+
+# ------------------------------------------------------------------------------------------ small items (issue 28.7)
+
+
+def test_enum_values_are_the_nki_stubs():
+    assert {e.name: e.value for e in nisa.engine} == {"unknown": 0, "tensor": 1, "scalar": 2, "gpsimd": 3, "dma": 4,
+                                                      "vector": 5, "sync": 6}
+    assert {e.name: e.value for e in nisa.dge_mode} == {"unknown": 0, "swdge": 1, "hwdge": 2, "none": 3}
+
+
+def test_power_with_a_scalar_exponent_is_refused():
+    def scalar_exponent(x):
+        nl.power(nl.load(x), 2.0)
+
+    def tile_exponent(x):
+        t = nl.load(x)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.power(t, t))
+        return out
+
+    with pytest.raises(UnsupportedError, match=r"nl.power\(tile, scalar\): scalar exponents are not supported"):
+        run(scalar_exponent, _x(8, 8))
+    x = np.abs(_x(8, 8)) + 0.5
+    out, c = run(tile_exponent, x)
+    np.testing.assert_allclose(out, x**x, rtol=1e-6)
+    assert c.instructions["gpsimd"] == 1
+
+
+def test_nc_transpose_stays_within_one_psum_bank():
+    def kernel(x):
+        t = nl.load(x)  # [64, 128]
+        tp = nl.ndarray((128, 1024), dtype=nl.float32, buffer=nl.psum)  # two banks
+        nisa.nc_transpose(dst=tp[:, 448:512], data=t)  # bytes 1792..2047: inside bank 0
+        nisa.nc_transpose(dst=tp[:, 480:544], data=t)  # bytes 1920..2175: crosses into bank 1
+
+    with pytest.raises(LimitError, match=r"nisa.nc_transpose: dst spans PSUM bytes 1920..2175"):
+        run(kernel, _x(64, 128))
+
+
+# ------------------------------------------------------------------------------------------ semantics (issue 28.8)
+
+
+def test_int32_tensor_tensor_is_exact_on_gpsimd():
+    """nisa.tensor_tensor docs: all-int32 operands run on GpSimd in native integer arithmetic, exact for every 32-bit
+    value (through fp32, 16777217 + 0 would give 16777216)."""
+
+    def kernel(a, b):
+        ta, tb = nl.load(a), nl.load(b)
+        res = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_tensor(dst=res, data1=ta, data2=tb, op=nl.add)
+        out = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+        nl.store(out, res)
+        return out
+
+    a = np.array([[16_777_217, 2**31 - 2, -(2**31), 123_456_789]], np.int32)
+    b = np.array([[0, 1, 0, -987_654_321]], np.int32)
+    out, c = run(kernel, a, b)
+    np.testing.assert_array_equal(out, a.astype(np.int64) + b)
+    assert c.instructions["gpsimd"] == 1 and c.instructions["vector"] == 0
+
+
+def test_a_kernel_may_write_an_input_and_return_it():
+    """The simulator docs: "input arrays are updated in-place if the kernel modified the corresponding HBM tensors"."""
+
+    def kernel(x):
+        t = nl.load(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=x, src=t)
+        return x
+
+    x = _x(8, 8)
+    before = x.copy()
+    out, _ = run(kernel, x)
+    np.testing.assert_array_equal(out, 2 * before)
+    np.testing.assert_array_equal(x, 2 * before)  # the caller's array, updated in place
+
+
+# ------------------------------------------------------------------------------------------ device loops (issue 28.6)
+
+
+def _doubling_rows(x):
+    """out = 2 x, 128 rows per iteration of a device loop over row offsets."""
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in nl.dynamic_range(0, n, 128):
+        t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+    return out
+
+
+def _doubling_rows_unrolled(x):
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+    for r in range(0, n, 128):
+        t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[r:r + 128, :])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[r:r + 128, :], src=t)
+    return out
+
+
+def test_a_device_loop_is_emitted_once_and_runs_every_iteration():
+    x = _x(5 * 128, 16)
+    out, c = run(_doubling_rows, x)
+    np.testing.assert_array_equal(out, 2 * x)
+    assert c.instructions["vector"] == 5 and c.dma_transfers == 10  # executed: every iteration
+    assert c.static_instructions == {"tensor": 0, "vector": 1, "scalar": 0, "gpsimd": 0, "dma": 2}  # emitted: once
+    assert c.dynamic_loops == 1
+    _, u = run(_doubling_rows_unrolled, x)
+    assert u.instructions == c.instructions and u.static_total == 15 and u.dynamic_loops == 0
+
+
+def test_fori_loop_and_trace():
+    def kernel(x):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    x = _x(3 * 128, 8)
+    out, c = run(kernel, x)
+    np.testing.assert_array_equal(out, x)
+    assert c.dma_transfers == 6 and c.static_total == 2
+    t = trace(_doubling_rows, ((40 * 128, 640), np.float32))  # shapes only: the body once, nothing computed
+    assert t.static_total == 3 and t.dma_transfers == 2 and t.peak_sbuf_bytes == 640 * 4
+
+
+def test_a_device_loop_variable_is_a_register():
+    def arithmetic(x):
+        for r in nl.dynamic_range(0, 256, 128):
+            nl.load(x[r:r + 128, :])
+
+    def condition(x):
+        for r in nl.dynamic_range(2):
+            if r == 0:
+                nl.load(x)
+
+    for kernel in (arithmetic, condition):
+        with pytest.raises(KernelError, match="a dynamic loop's variable is a device register"):
+            run(kernel, _x(256, 4))
+
+
+def test_ap_stays_inside_its_storage():
+    def kernel(x):
+        nl.load(x.ap([[4, 128], [1, 4]], offset=0, scalar_offset=_reg(200)))
+
+    with pytest.raises(LimitError, match=r"ap: pattern .* reaches element"):
+        run(kernel, _x(256, 4))
+
+
+def _reg(v):
+    return nl.Register(v)
+
+
+# ------------------------------------------------------------------------------------------ activations (issue 28.4)
+
+
+def _act_kernel(x):
+    t = nl.load(x)
+    e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=e, op=nl.exp, data=t)
+    c = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=c, op=nl.copy, data=t)
+    out_e = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    out_c = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out_e, e)
+    nl.store(out_c, c)
+    return out_e, out_c
+
+
+def test_approximate_activations_perturb_within_the_stated_bound():
+    x = _x(64, 32)
+    x[1] = x[0]  # equal inputs: a fixed polynomial gives equal outputs
+    exact = np.exp(x.astype(np.float64))
+    (e0, c0), _ = run(_act_kernel, x)
+    np.testing.assert_allclose(e0, exact, rtol=1e-6)  # exact by default
+    bound = ACTIVATION_REL_ERROR * exact + ACTIVATION_ABS_ERROR
+    for mode in ("random", "high", "low"):
+        with approximate_activations(ActivationError(mode=mode, seed=3)):
+            (e, c), _ = run(_act_kernel, x)
+        err = e - exact
+        assert (np.abs(err) <= bound + 4 * np.finfo(F32).eps * exact).all()  # + fp32 roundings of exp and result
+        np.testing.assert_array_equal(c, x)  # identity is a polynomial: never perturbed
+        if mode == "random":
+            assert np.abs(err).max() > 0.5 * bound.max() and (err > 0).any() and (err < 0).any()
+            np.testing.assert_array_equal(e[1], e[0])
+        else:
+            sign = 1 if mode == "high" else -1
+            np.testing.assert_allclose(err, sign * bound, rtol=1e-4)

@@ -6,7 +6,11 @@ Shapes: a small one, the smoke profile's (width 64, 2 heads of 32, MLP width 256
 Newton-Schulz the smoke model's Muon matrices 64 x 64, 256 x 64 and 64 x 256), one that is a multiple of no tile size
 (tokens, widths, vocabulary, long side), and for the blocked kernels one with several token blocks (pos_block=1).
 
-Tolerances (fp32; eps32 = 2^-23 ~ 1.2e-7):
+The matmul kernels run in both operand precisions (`matmul_dtype`): "float32", and "bfloat16", the default, what
+the kernels run at on Trn2 (fp32 accumulation in PSUM either way). Every output is compared with the same computation
+in float64 (`ref64`).
+
+Tolerances (eps32 = 2^-23 ~ 1.2e-7):
 - RoPE: exact equality. Every output element is (a * c) + (b * s) or (a * c) - (b * s) with two fp32 products and one
   sum, rounded exactly as torch's elementwise ops round them (the kernel's x * (-sin) is exactly -(x * sin)); the
   autograd backward is the same two products and one sum. Nothing is reordered, so nothing may differ.
@@ -20,12 +24,20 @@ Tolerances (fp32; eps32 = 2^-23 ~ 1.2e-7):
   order gives an error of the same size; measured ratios are <= 1.6), plus one ulp of the largest value so that a
   case where torch happens to be exact does not demand exactness. A bf16 round trip (~4e-3 relative) or a wrong
   term (a missing (1 - tanh^2), a mis-scaled dloss, a stale running max) fails this by orders of magnitude.
+- The same kernels with bf16 operands: the yardstick is the reference implementation as it runs on a Neuron device,
+  PyTorch under bf16 autocast (`torch.autocast(dtype=bfloat16)`: matmuls in bf16, their outputs rounded to bf16;
+  Newton-Schulz in bf16, as Muon's ns_dtype=bf16). The kernel rounds only the operands (fp32 PSUM accumulation, fp32
+  elementwise work), so it must be at least as accurate as that within a factor of 2:
+      max |kernel_bf16 - ref64| <= 2 * max |torch_bf16 - ref64| + eps32 * max |ref64|
+  (measured ratios 0.2 to 1.1). A term missing or mis-scaled is still off by O(1); an fp32 result (no bf16 at all)
+  would pass, which the by-hand counts exclude (they check the operand dtype of every matmul).
 The max error against the fp32 torch reference is what `MODEL_KERNEL_ERRORS` records per kernel when the tests run.
 
 HBM traffic: each kernel has a test that its counted HBM bytes are its inputs read once and its outputs written once,
 or, where the tiling re-reads (RoPE's phase tables; W and the weight-gradient partial sums once per token block in
 the blocked backward kernels), exactly the number its docstring states. A by-hand count test per kernel checks the
-instructions per engine, DMA transfers and PSUM banks at a one-tile shape. Where the real nki >= 0.3 is installed,
+instructions per engine, DMA transfers, PSUM banks and the operand dtype of every matmul at a one-tile shape.
+Where the real nki >= 0.3 is installed,
 one ragged case per kernel also goes through `nki.simulate` and must agree with the interpreter.
 """
 
@@ -76,8 +88,18 @@ def _rng(seed):
     return np.random.default_rng(seed)
 
 
+def _as_accurate_as_torch_bf16(got, ref_bf16, ref64, name):
+    """The bf16 tolerance of the module docstring."""
+    ref_bf16, ref64 = np.asarray(ref_bf16, np.float64), np.asarray(ref64, np.float64)
+    assert got.shape == ref64.shape and got.dtype == F32
+    torch_err = np.abs(ref_bf16 - ref64).max()
+    tol = 2 * torch_err + EPS32 * np.abs(ref64).max()
+    err = np.abs(got - ref64).max()
+    assert err <= tol, f"{name}: max |kernel - float64| = {err:.3g} > {tol:.3g} (torch bf16 is off by {torch_err:.3g})"
+
+
 def _as_accurate_as_torch(got, ref32, ref64, name):
-    """The tolerance of the module docstring; records the error against torch fp32."""
+    """The fp32 tolerance of the module docstring; records the error against torch fp32."""
     ref32, ref64 = np.asarray(ref32, np.float64), np.asarray(ref64, np.float64)
     assert got.shape == ref64.shape and got.dtype == F32
     torch_err = np.abs(ref32 - ref64).max()
@@ -205,26 +227,51 @@ def _mlp_reference(x, w1, w2, dy, dtype):
     return [t.detach().numpy() for t in (y, xt.grad, module.c_fc.weight.grad, module.c_proj.weight.grad)]
 
 
+def _mlp_reference_bf16(x, w1, w2, dy):
+    """The module under bf16 autocast (fp32 weights, bf16 matmuls), as on a Neuron device."""
+    d, f = w2.shape
+    module = MLP(ModelConfig(vocab_size=2, n_layer=1, n_embd=d, n_head=1, n_kv_head=1, mlp_ratio=f // d))
+    with torch.no_grad():
+        module.c_fc.weight.copy_(torch.from_numpy(w1))
+        module.c_proj.weight.copy_(torch.from_numpy(w2))
+    xt = torch.from_numpy(x).requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = module(xt)
+    y.float().backward(torch.from_numpy(dy))
+    return [t.detach().float().numpy() for t in (y, xt.grad, module.c_fc.weight.grad, module.c_proj.weight.grad)]
+
+
+PRECISIONS = ("float32", "bfloat16")
+
+
+def _mlp_check(mlp, case, x, w1, w2, dy, precision, **bwd):
+    names = ("y", "dx", "dW1", "dW2")
+    y, _ = run(mlp.mlp_fwd, x, w1, w2, matmul_dtype=precision)
+    grads, _ = run(mlp.mlp_bwd, x, w1, w2, dy, matmul_dtype=precision, **bwd)
+    ref64 = _mlp_reference(x, w1, w2, dy, torch.float64)
+    if precision == "float32":
+        ref = _mlp_reference(x, w1, w2, dy, torch.float32)
+        for name, got, r, r64 in zip(names, (y, *grads), ref, ref64):
+            _as_accurate_as_torch(got, r, r64, f"mlp/{name}/{case}")
+    else:
+        ref = _mlp_reference_bf16(x, w1, w2, dy)
+        for name, got, r, r64 in zip(names, (y, *grads), ref, ref64):
+            _as_accurate_as_torch_bf16(got, r, r64, f"mlp-bf16/{name}/{case}")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("case", MLP_SHAPES)
-def test_mlp_forward_and_backward_match_torch(mlp, case):
-    x, w1, w2, dy = _mlp_case(*MLP_SHAPES[case])
-    y, _ = run(mlp.mlp_fwd, x, w1, w2)
-    grads, _ = run(mlp.mlp_bwd, x, w1, w2, dy)
-    ref32 = _mlp_reference(x, w1, w2, dy, torch.float32)
-    ref64 = _mlp_reference(x, w1, w2, dy, torch.float64)
-    for name, got, r32, r64 in zip(("y", "dx", "dW1", "dW2"), (y, *grads), ref32, ref64):
-        _as_accurate_as_torch(got, r32, r64, f"mlp/{name}/{case}")
+def test_mlp_forward_and_backward_match_torch(mlp, case, precision):
+    if case.startswith("trn2") and precision == "float32":
+        pytest.skip("the trn2 width runs in the kernels' own precision only (bf16): keeps the suite short")
+    _mlp_check(mlp, case, *_mlp_case(*MLP_SHAPES[case]), precision)
 
 
-def test_mlp_backward_over_several_token_blocks(mlp):
-    """pos_block=1: three token blocks (the last 44 tokens), F = 520 in two F blocks (512 + 8): the weight gradients
-    go through the read-back-and-add path; same tolerance."""
-    x, w1, w2, dy = _mlp_case(300, 40, 13, seed=5)
-    grads, _ = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1)
-    ref32 = _mlp_reference(x, w1, w2, dy, torch.float32)
-    ref64 = _mlp_reference(x, w1, w2, dy, torch.float64)
-    for name, got, r32, r64 in zip(("dx", "dW1", "dW2"), grads, ref32[1:], ref64[1:]):
-        _as_accurate_as_torch(got, r32, r64, f"mlp/{name}/blocks-300x40-F520")
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_mlp_backward_over_several_token_blocks(mlp, precision):
+    """pos_block=1: two 128-token blocks in the device loop and a last block of 44 tokens after it, F = 520 in two F
+    blocks (512 + 8): every block adds its weight gradients to the partial sums in HBM; same tolerance."""
+    _mlp_check(mlp, "blocks-300x40-F520", *_mlp_case(300, 40, 13, seed=5), precision, pos_block=1)
 
 
 def test_mlp_hbm_traffic(mlp):
@@ -232,36 +279,59 @@ def test_mlp_hbm_traffic(mlp):
     x, w1, w2, dy = _mlp_case(n, d, ratio)
     _, c = run(mlp.mlp_fwd, x, w1, w2)
     assert c.hbm_read_bytes == (x.size + w1.size + w2.size) * 4 and c.hbm_write_bytes == x.size * 4
-    _, c = run(mlp.mlp_bwd, x, w1, w2, dy)  # all 512 tokens in one block: everything once
-    assert c.hbm_read_bytes == (x.size + w1.size + w2.size + dy.size) * 4
-    assert c.hbm_write_bytes == (x.size + w1.size + w2.size) * 4
-    # NB = 3 token blocks: W1 and W2 read 3 times, dW1 and dW2 written 3 times and read back twice
+    _, c = run(mlp.mlp_bwd, x, w1, w2, dy)  # all 512 tokens in one block: inputs once, dW zeroed then added once
+    weights = (w1.size + w2.size) * 4
+    assert c.hbm_read_bytes == (x.size + dy.size) * 4 + weights + weights
+    assert c.hbm_write_bytes == x.size * 4 + 2 * weights
+    # NB = 3 token blocks: W1 and W2 read 3 times, dW1 and dW2 zeroed, then read back and written 3 times
     x, w1, w2, dy = _mlp_case(300, 40, 13)
     _, c = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1)
     weights = (w1.size + w2.size) * 4
-    assert c.hbm_read_bytes == (x.size + dy.size) * 4 + 3 * weights + 2 * weights
-    assert c.hbm_write_bytes == x.size * 4 + 3 * weights
+    assert c.hbm_read_bytes == (x.size + dy.size) * 4 + 3 * weights + 3 * weights
+    assert c.hbm_write_bytes == x.size * 4 + weights + 3 * weights
 
 
-def test_mlp_counts_by_hand(mlp):
+class _MatmulDtypes:
+    """Records the operand dtypes of every nc_matmul / nc_transpose a run issues (wraps the interpreter's isa)."""
+
+    def __init__(self, monkeypatch):
+        from frontier.kernels.interpreter import isa
+
+        self.seen = set()
+        for name in ("nc_matmul", "nc_transpose"):
+            original = getattr(isa, name)
+
+            def wrapped(*args, _original=original, _name=name, **kwargs):
+                operands = [kwargs[k] for k in ("stationary", "moving", "data") if k in kwargs]
+                self.seen.add((_name, tuple(str(t.dtype) for t in operands)))
+                return _original(*args, **kwargs)
+
+            monkeypatch.setattr(isa, name, wrapped)
+
+
+def test_mlp_counts_by_hand(mlp, monkeypatch):
     n, d, f = 128, 64, 256  # one token tile, one D chunk, two F chunks of 128
     x, w1, w2, dy = _mlp_case(n, d, f // d)
     transpose_flops = 2 * 128 * 64 * 128  # a [128, 64] or [64, 128] data tile: 2 P F P with P the partitions
+    dtypes = _MatmulDtypes(monkeypatch)
 
     _, c = run(mlp.mlp_fwd, x, w1, w2)
     # TensorE: W1^T (2 transposes), W2^T (2), x^T (1); per F chunk h^T (1 matmul) and y (1)
     assert c.instructions == {"tensor": 5 + 4, "vector": 5 + 1, "scalar": 2, "gpsimd": 2}
     assert c.matmul_flops == 2 * n * d * f * 2 + 2 * transpose_flops + 2 * (2 * 64 * 128 * 64) + transpose_flops
     assert c.dma_transfers == 2 + 1 + 1 + 1 and c.peak_psum_banks == 3
+    assert c.dynamic_loops == 1 and c.static_total == sum(c.instructions.values()) + c.dma_transfers  # one iteration
+    assert dtypes.seen == {("nc_matmul", ("bfloat16", "bfloat16")), ("nc_transpose", ("bfloat16",))}
 
     _, c = run(mlp.mlp_bwd, x, w1, w2, dy)
     # one F block of 256 (2 sub-tiles). TensorE: x^T, dy^T, W1_b^T (2), dh^T (2); h, dA, dx (2), dW1 (2), dW2 (1)
-    # ScalarE: relu, the dh^T copies (2), the dx copy; VectorE: 4 transpose copies, dh, 3 dW flush copies
-    assert c.instructions == {"tensor": 6 + 7, "vector": 4 + 1 + 3, "scalar": 4, "gpsimd": 1}
+    # ScalarE: relu, the dh^T copies (2), the dx copy; VectorE: the zeroing memsets of dW1, dW2 (2), 4 transpose
+    # copies, dh, 3 additions of the dW tiles to their partial sums
+    assert c.instructions == {"tensor": 6 + 7, "vector": 2 + 4 + 1 + 3, "scalar": 4, "gpsimd": 1}
     # h, dA, dx, dW1, dW2: 2 N D F each; transposes: x, dy, W1_b (2) of [128, 64], dh (2) of [128, 128]
     assert c.matmul_flops == 5 * (2 * n * d * f) + 4 * transpose_flops + 2 * (2 * 128 * 128 * 128)
-    # x, dy, W1 (2 row tiles), W2; dW1 (2), dW2, dx
-    assert c.dma_transfers == 2 + 2 + 1 + 2 + 1 + 1
+    # zeroing dW1 (2 row tiles) and dW2; x, dy, W1 (2 row tiles), W2; dW1 (2) and dW2 read and written; dx
+    assert c.dma_transfers == 3 + 2 + 2 + 1 + 2 * 3 + 1
     assert c.peak_psum_banks == 1 + 1 + 1 + 2 + 1  # transposes, h/dA, dx, dW1 (2 sub-tiles), dW2
 
 
@@ -285,52 +355,58 @@ def _ce_case(tokens, d, v, seed=0):
     return hidden, w, targets, dloss
 
 
-def _ce_reference(hidden, w, targets, dloss, dtype):
+def _ce_reference(hidden, w, targets, dloss, dtype, autocast=False):
+    """loss, lse, dhidden, dW by torch autograd in `dtype`, or (autocast) fp32 under bf16 autocast as on Neuron."""
     h = torch.from_numpy(hidden).to(dtype).requires_grad_()
     wt = torch.from_numpy(w).to(dtype).requires_grad_()
-    z = F.linear(h, wt)
-    z = CAP * torch.tanh(z / CAP)
-    loss = F.cross_entropy(z, torch.from_numpy(targets).long(), reduction="none")
-    lse = torch.logsumexp(z, dim=-1)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        z = F.linear(h, wt)
+        z = CAP * torch.tanh(z / CAP)
+        loss = F.cross_entropy(z.to(dtype), torch.from_numpy(targets).long(), reduction="none")
+        lse = torch.logsumexp(z.to(dtype), dim=-1)
     loss.backward(torch.from_numpy(dloss).to(dtype))
     return [t.detach().numpy() for t in (loss, lse, h.grad, wt.grad)]
 
 
+def _ce_check(ce, case, hidden, w, targets, dloss, precision, **kw):
+    names = ("loss", "lse", "dhidden", "dW")
+    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, matmul_dtype=precision, **kw)
+    (dh, dw), _ = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP, matmul_dtype=precision, **kw)
+    ref64 = _ce_reference(hidden, w, targets, dloss, torch.float64)
+    if precision == "float32":
+        ref32 = _ce_reference(hidden, w, targets, dloss, torch.float32)
+        for name, got, r32, r64 in zip(names, (loss, lse, dh, dw), ref32, ref64):
+            _as_accurate_as_torch(got, r32, r64, f"head_ce/{name}/{case}")
+    else:
+        refb = _ce_reference(hidden, w, targets, dloss, torch.float32, autocast=True)
+        for name, got, rb, r64 in zip(names, (loss, lse, dh, dw), refb, ref64):
+            _as_accurate_as_torch_bf16(got, rb, r64, f"head_ce-bf16/{name}/{case}")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
 @pytest.mark.parametrize("case", CE_SHAPES)
-def test_head_ce_forward_and_backward_match_torch(ce, case):
-    hidden, w, targets, dloss = _ce_case(*CE_SHAPES[case])
-    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP)
-    (dh, dw), _ = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP)
-    ref32 = _ce_reference(hidden, w, targets, dloss, torch.float32)
-    ref64 = _ce_reference(hidden, w, targets, dloss, torch.float64)
-    for name, got, r32, r64 in zip(("loss", "lse", "dhidden", "dW"), (loss, lse, dh, dw), ref32, ref64):
-        _as_accurate_as_torch(got, r32, r64, f"head_ce/{name}/{case}")
+def test_head_ce_forward_and_backward_match_torch(ce, case, precision):
+    if case.startswith("trn2") and precision == "float32":
+        pytest.skip("the trn2 width runs in the kernels' own precision only (bf16): keeps the suite short")
+    _ce_check(ce, case, *_ce_case(*CE_SHAPES[case]), precision)
 
 
-def test_head_ce_over_several_token_blocks(ce):
-    """pos_block=1: three token blocks; the backward's dW goes through the read-back-and-add path."""
-    hidden, w, targets, dloss = _ce_case(300, 160, 700, seed=7)
-    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1)
-    (dh, dw), _ = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP, pos_block=1)
-    ref32 = _ce_reference(hidden, w, targets, dloss, torch.float32)
-    ref64 = _ce_reference(hidden, w, targets, dloss, torch.float64)
-    for name, got, r32, r64 in zip(("loss", "lse", "dhidden", "dW"), (loss, lse, dh, dw), ref32, ref64):
-        _as_accurate_as_torch(got, r32, r64, f"head_ce/{name}/blocks-300x160-V700")
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_head_ce_over_several_token_blocks(ce, precision):
+    """pos_block=1: two blocks in the device loop and a last one of 44 tokens; the backward adds each block's dW to
+    the partial sums in HBM."""
+    _ce_check(ce, "blocks-300x160-V700", *_ce_case(300, 160, 700, seed=7), precision, pos_block=1)
 
 
-def test_head_ce_running_max_rescales(ce):
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_head_ce_running_max_rescales(ce, precision):
     """Targets and the largest logits in the last vocabulary chunk, the first chunk's logits far below: the running
     max must move and rescale the sum (a stale max or a missing alpha changes lse by ~cap)."""
     hidden, w, targets, dloss = _ce_case(128, 64, 1100, seed=11)
     w[:512] *= 0.05
     w[1024:] *= 3.0
     targets[:] = 1024 + targets % 76
-    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP)
-    (dh, dw), _ = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP)
-    ref32 = _ce_reference(hidden, w, targets, dloss, torch.float32)
-    ref64 = _ce_reference(hidden, w, targets, dloss, torch.float64)
-    for name, got, r32, r64 in zip(("loss", "lse", "dhidden", "dW"), (loss, lse, dh, dw), ref32, ref64):
-        _as_accurate_as_torch(got, r32, r64, f"head_ce/{name}/max-in-last-chunk")
+    _ce_check(ce, "max-in-last-chunk", hidden, w, targets, dloss, precision)
 
 
 def test_head_ce_hbm_traffic(ce):
@@ -340,15 +416,15 @@ def test_head_ce_hbm_traffic(ce):
     assert c.hbm_read_bytes == (hidden.size + w.size + targets.size) * 4  # the [N, V] logits never leave the chip
     assert c.hbm_write_bytes == 2 * n * 4
     _, c = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP)
-    assert c.hbm_read_bytes == (hidden.size + w.size + 3 * n) * 4
-    assert c.hbm_write_bytes == (hidden.size + w.size) * 4
-    # NB = 3 token blocks: W read 3 times (both passes); backward dW written 3 times and read back twice
+    assert c.hbm_read_bytes == (hidden.size + w.size + 3 * n + w.size) * 4  # dW read back once
+    assert c.hbm_write_bytes == (hidden.size + 2 * w.size) * 4  # dW zeroed, then written once
+    # NB = 3 token blocks: W read 3 times (both passes); backward dW zeroed, then read back and written 3 times
     hidden, w, targets, dloss = _ce_case(300, 160, 700)
     (_, lse), c = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1)
     assert c.hbm_read_bytes == (hidden.size + 3 * w.size + 300) * 4 and c.hbm_write_bytes == 2 * 300 * 4
     _, c = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP, pos_block=1)
-    assert c.hbm_read_bytes == (hidden.size + 3 * w.size + 3 * 300 + 2 * w.size) * 4
-    assert c.hbm_write_bytes == (hidden.size + 3 * w.size) * 4
+    assert c.hbm_read_bytes == (hidden.size + 3 * w.size + 3 * 300 + 3 * w.size) * 4
+    assert c.hbm_write_bytes == (hidden.size + w.size + 3 * w.size) * 4
 
 
 def _ce_bias_reference(hidden, w, targets, bias, dloss, dtype):
@@ -370,21 +446,23 @@ def test_head_ce_with_a_dense_bias_matches_torch(ce, case):
     n, d, v = CE_SHAPES[case]
     hidden, w, targets, dloss = _ce_case(n, d, v)
     bias = (np.log(_rng(3).dirichlet(np.full(v, 0.3), size=n) + 1e-9)).astype(F32)
-    (loss, lse), c_f = run(ce.head_ce_bias_fwd, hidden, w, targets, bias, cap=CAP)
-    (dh, dw, dz), c_b = run(ce.head_ce_bias_bwd, hidden, w, targets, bias, lse, dloss, cap=CAP)
+    (loss, lse), c_f = run(ce.head_ce_bias_fwd, hidden, w, targets, bias, cap=CAP, matmul_dtype="float32")
+    (dh, dw, dz), c_b = run(ce.head_ce_bias_bwd, hidden, w, targets, bias, lse, dloss, cap=CAP,
+                            matmul_dtype="float32")
     ref32 = _ce_bias_reference(hidden, w, targets, bias, dloss, torch.float32)
     ref64 = _ce_bias_reference(hidden, w, targets, bias, dloss, torch.float64)
     for name, got, r32, r64 in zip(("loss", "lse", "dhidden", "dW", "dbias"), (loss, lse, dh, dw, dz), ref32, ref64):
         _as_accurate_as_torch(got, r32, r64, f"head_ce_bias/{name}/{case}")
     # HBM: the bias is read once per pass; the backward writes dz [N, V] besides dhidden and dW
     assert c_f.hbm_read_bytes == (hidden.size + w.size + targets.size + bias.size) * 4
-    assert c_b.hbm_read_bytes == (hidden.size + w.size + 3 * n + bias.size) * 4
-    assert c_b.hbm_write_bytes == (hidden.size + w.size + bias.size) * 4
+    assert c_b.hbm_read_bytes == (hidden.size + 2 * w.size + 3 * n + bias.size) * 4
+    assert c_b.hbm_write_bytes == (hidden.size + 2 * w.size + bias.size) * 4
 
 
-def test_head_ce_counts_by_hand(ce):
+def test_head_ce_counts_by_hand(ce, monkeypatch):
     n, d, v = 128, 64, 512  # one token tile, one D chunk, one vocabulary chunk of 4 row tiles
     hidden, w, targets, dloss = _ce_case(n, d, v)
+    dtypes = _MatmulDtypes(monkeypatch)
     (_, lse), c = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP)
     # TensorE: hidden^T, W^T (4 transposes), the logit tile. VectorE: 5 transpose copies, row max, -cap max,
     # (ids == target) * t, lse, loss. ScalarE: tanh, exp + sum (+ read-out), masked copy + sum (+ read-out), log.
@@ -392,16 +470,18 @@ def test_head_ce_counts_by_hand(ce):
     assert c.matmul_flops == 2 * d * n * v + 5 * (2 * 128 * 64 * 128)
     assert c.elements["scalar"] == 3 * n * v + 2 * n + n  # tanh, exp, copy; two read-outs; log
     assert c.dma_transfers == 1 + 1 + 4 + 2 and c.peak_psum_banks == 2
+    assert c.dynamic_loops == 1 and dtypes.seen == {("nc_matmul", ("bfloat16", "bfloat16")),
+                                                    ("nc_transpose", ("bfloat16",))}
 
     _, c = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP)
     # TensorE: transposes of hidden, W (4), g (4); logit tile, dhidden (4 sub-tiles), dW (4)
-    # VectorE: 9 transpose copies, -lse, -dloss, p - onehot, 4 dW copies. ScalarE: tanh, exp, dloss (1 - t^2), the
-    # dhidden copy. GpSimd: iota, t^2, g.
-    assert c.instructions == {"tensor": 9 + 9, "vector": 9 + 2 + 1 + 4, "scalar": 4, "gpsimd": 3}
+    # VectorE: the memset zeroing dW, 9 transpose copies, -lse, -dloss, p - onehot, 4 additions of the dW row tiles to
+    # their partial sums. ScalarE: tanh, exp, dloss (1 - t^2), the dhidden copy. GpSimd: iota, t^2, g.
+    assert c.instructions == {"tensor": 9 + 9, "vector": 1 + 9 + 2 + 1 + 4, "scalar": 4, "gpsimd": 3}
     # logits, dhidden, dW: 2 N D V each; transposes: hidden, W (4) of [128, 64], g (4) of [128, 128]
     assert c.matmul_flops == 3 * (2 * n * d * v) + 5 * (2 * 128 * 64 * 128) + 4 * (2 * 128 * 128 * 128)
-    # hidden, targets, lse, dloss, W (4 row tiles), dW (4), dhidden
-    assert c.dma_transfers == 4 + 4 + 4 + 1 and c.peak_psum_banks == 1 + 1 + 1 + 4
+    # zeroing dW (4 row tiles); hidden, targets, lse, dloss, W (4 row tiles), dW (4) read and written, dhidden
+    assert c.dma_transfers == 4 + 4 + 4 + 2 * 4 + 1 and c.peak_psum_banks == 1 + 1 + 1 + 4
 
 
 # --------------------------------------------------------------------------------------------- Newton-Schulz
@@ -421,13 +501,21 @@ def _ns_case(shape, seed=0):
     return (_rng(seed).standard_normal(shape) * 1e-2).astype(F32)  # a momentum-sized gradient
 
 
-@pytest.mark.parametrize("case", NS_SHAPES)
-def test_newton_schulz_matches_muon(ns, case):
-    g = _ns_case(NS_SHAPES[case])
-    out, _ = run(ns.newton_schulz, g)
-    ref32 = ns_reference(torch.from_numpy(g)).numpy()
+def _ns_check(ns, case, g, precision):
+    out, c = run(ns.newton_schulz, g, matmul_dtype=precision)
     ref64 = ns_reference(torch.from_numpy(g).double(), dtype=torch.float64).numpy()
-    _as_accurate_as_torch(out, ref32, ref64, f"newton_schulz/X/{case}")
+    if precision == "float32":
+        _as_accurate_as_torch(out, ns_reference(torch.from_numpy(g)).numpy(), ref64, f"newton_schulz/X/{case}")
+    else:
+        refb = ns_reference(torch.from_numpy(g), dtype=torch.bfloat16).numpy()
+        _as_accurate_as_torch_bf16(out, refb, ref64, f"newton_schulz-bf16/X/{case}")
+    return c
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", NS_SHAPES)
+def test_newton_schulz_matches_muon(ns, case, precision):
+    _ns_check(ns, case, _ns_case(NS_SHAPES[case]), precision)
 
 
 def test_newton_schulz_of_zero_is_zero(ns):
@@ -443,22 +531,25 @@ def test_newton_schulz_hbm_traffic(ns, shape):
     assert c.hbm_read_bytes == g.nbytes and c.hbm_write_bytes == g.nbytes
 
 
-def test_newton_schulz_counts_by_hand(ns):
+def test_newton_schulz_counts_by_hand(ns, monkeypatch):
     m, n = 32, 200  # one row block, long side in two chunks (128 + 72), one output chunk each way
     g = _ns_case((m, n))
+    dtypes = _MatmulDtypes(monkeypatch)
     _, c = run(ns.newton_schulz, g)
-    # TensorE: 2 transposes, the ones-matmul; per iteration A (2 chunks), A^2 (1), X' (1), and (not after the last
+    # TensorE: the ones-matmul, 2 transposes; per iteration A (2 chunks), A^2 (1), X' (1), and (not after the last
     #          iteration: G is wide) the 2 transposes rebuilding X^T.
-    # VectorE: 2 transpose copies, memset of the ones, floor, + eps, reciprocal, X * 1/norm; per iteration A copy,
-    #          P = b A + c A^2, a I (equal, times a), P + a I, and (not after the last) 2 transpose copies.
-    # ScalarE: squares + sum (+ read-out), sqrt, X^T * 1/norm (2); per iteration c A^2, X' copy. GpSimd: iota per
-    #          iteration.
-    assert c.instructions == {"tensor": 3 + 5 * 4 + 4 * 2, "vector": 7 + 5 * 4 + 4 * 2, "scalar": 5 + 5 * 2,
+    # VectorE: memset of the ones, floor, + eps, reciprocal, the scaled copy of G, 2 transpose copies; per iteration
+    #          A copy, P = b A + c A^2, a I (equal, times a), P + a I, and (not after the last) 2 transpose copies.
+    # ScalarE: squares + sum (+ read-out), sqrt; per iteration c A^2, X' copy. GpSimd: iota per iteration.
+    assert c.instructions == {"tensor": 3 + 5 * 4 + 4 * 2, "vector": 7 + 5 * 4 + 4 * 2, "scalar": 3 + 5 * 2,
                               "gpsimd": 5}
     per_iteration = 2 * n * m * m + 2 * m * m * m + 2 * m * m * n  # A, A^2, X'
     transposes = 2 * m * n * m  # all chunks of X once (an identity matmul each)
     assert c.matmul_flops == transposes + 2 * m * 128 * 1 + 5 * per_iteration + 4 * transposes
-    assert c.dma_transfers == 2 and c.peak_psum_banks == 4
+    assert c.dma_transfers == 2 and c.peak_psum_banks == 5  # A, A^2, X', transposes, the norm: whole banks
+    # the norm's ones-matmul is fp32 (it sums fp32 squares); every matmul of the iteration is bf16
+    assert dtypes.seen == {("nc_matmul", ("float32", "float32")), ("nc_matmul", ("bfloat16", "bfloat16")),
+                           ("nc_transpose", ("bfloat16",))}
 
 
 @pytest.mark.parametrize("shape", [(300, 200), (520, 130)], ids=["two-blocks", "tall-ragged-blocks"])
@@ -466,11 +557,9 @@ def test_newton_schulz_short_side_beyond_one_partition_tile(ns, shape):
     """Short sides of more than 128 rows go in row blocks (the trn2 model's 640-wide matrices: `frontier kernels
     --census trn2` runs them at 640 x 640, 2560 x 640 and 640 x 2560)."""
     g = _ns_case(shape)
-    out, c = run(ns.newton_schulz, g)
-    ref32 = ns_reference(torch.from_numpy(g)).numpy()
-    ref64 = ns_reference(torch.from_numpy(g).double(), dtype=torch.float64).numpy()
-    _as_accurate_as_torch(out, ref32, ref64, f"newton_schulz/X/{shape[0]}x{shape[1]}")
-    assert c.hbm_read_bytes == g.nbytes and c.hbm_write_bytes == g.nbytes
+    for precision in PRECISIONS:
+        c = _ns_check(ns, f"{shape[0]}x{shape[1]}", g, precision)
+        assert c.hbm_read_bytes == g.nbytes and c.hbm_write_bytes == g.nbytes
 
 
 # --------------------------------------------------------------------------------------------- nki.simulate

@@ -14,6 +14,9 @@ not mid-run. The run record's `implementations` are counted as the ops run (`ops
 
 Attention is not a fused op of ours: SDPA on CPU and CUDA (the vendor's kernel behind it on Neuron), recorded as such.
 
+`frontier kernels` lists, besides these rows, every kernel call of a step at the trn2 shapes of one worker
+(`frontier.kernels.verify.inventory`): instructions emitted against the budget, matmul dtype, language check.
+
 Where things are: `ops` (the custom ops), `reference` (PyTorch), `interpreted` and `interpreter/` (the kernels run
 by the project's NKI interpreter), `neuron` (on a NeuronCore), `nki/` (the kernels' source). The layer may import
 only `frontier.config`, `frontier.devices` and `frontier.errors`: it serves the model and never depends on it.
@@ -72,11 +75,10 @@ def availability(impl: str, device=None) -> str:
         if getattr(device, "backend", None) != "neuron-native":
             return (f"the NKI kernels run on a NeuronCore through native TorchNeuron; this run's device is "
                     f"{getattr(device, 'backend', device)}")
-        try:
-            from torch_neuronx import nki_op  # noqa: F401
-        except Exception as e:
-            return f"torch_neuronx offers no nki_op ({type(e).__name__}: {e})"
-        return ""
+        from .neuron import find_toolchain  # torch_neuronx.nki_op, detected by what it offers
+
+        toolchain, why = find_toolchain()
+        return why
     return f"unknown implementation {impl!r} (choose one of {', '.join(IMPLEMENTATIONS)})"
 
 

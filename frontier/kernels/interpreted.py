@@ -2,9 +2,11 @@
 unmodified, run by the project's NumPy interpreter (`frontier.kernels.interpreter`) on host copies of the tensors.
 
 It is for verification, not speed: every call copies its inputs to NumPy, runs the kernel instruction by instruction
-under the interpreter's Trn2 limits, and copies the outputs back to the inputs' device. The kernels are fp32; any
-other dtype is refused (`UnsupportedError`), never converted quietly. What each kernel call did (HBM bytes, FLOPs,
-work per engine) is kept in `COUNTS` per kernel name, for a cost model.
+under the interpreter's Trn2 limits, and copies the outputs back to the inputs' device. The kernels take and return
+fp32 (any other dtype is refused with `UnsupportedError`, never converted quietly) and run as on Trn2: the matmul
+kernels with their default bf16 operands and fp32 accumulation. Their compile-time options (`matmul_dtype`, the head's
+`vchunk`) can be passed as keywords to the matmul ops' functions, for verification (`frontier.kernels.verify`). What
+each kernel call did (HBM bytes, FLOPs, work per engine) is kept in `COUNTS` per kernel name, for a cost model.
 
 Layouts: the kernels take 2-D [tokens, features] HBM tensors, so (B, T, ...) activations are flattened to rows
 (RoPE: [B * T, H * hd], token n at position n % T); AdamW's state goes in flat; the n-gram bias goes to the head
@@ -78,45 +80,46 @@ def rotary_bwd(dy, cos, sin):
 
 
 # ---------------------------------------------------------------------------------------------------- ReLU^2 MLP
-def relu2_mlp_fwd(x, w1, w2):
-    y = _call("relu2_mlp", "mlp_fwd", _np(x, "x").reshape(-1, x.size(-1)), _np(w1, "w1"), _np(w2, "w2"))
+def relu2_mlp_fwd(x, w1, w2, **options):
+    y = _call("relu2_mlp", "mlp_fwd", _np(x, "x").reshape(-1, x.size(-1)), _np(w1, "w1"), _np(w2, "w2"), **options)
     return _torch(y, x, (*x.shape[:-1], w2.size(0))), x.new_empty((0,))
 
 
-def relu2_mlp_bwd(x, w1, w2, dy, saved):
+def relu2_mlp_bwd(x, w1, w2, dy, saved, **options):
     d = x.size(-1)
     dx, dw1, dw2 = _call("relu2_mlp", "mlp_bwd", _np(x, "x").reshape(-1, d), _np(w1, "w1"), _np(w2, "w2"),
-                         _np(dy, "dy").reshape(-1, dy.size(-1)))
+                         _np(dy, "dy").reshape(-1, dy.size(-1)), **options)
     return _torch(dx, x, x.shape), _torch(dw1, w1), _torch(dw2, w2)
 
 
 # ---------------------------------------------------------------------------------------------------- head + CE
-def head_ce_fwd(h, w, targets, cap, bias):
+def head_ce_fwd(h, w, targets, cap, bias, **options):
     t = targets.detach().to("cpu", torch.int32).numpy()
     z = dense_bias(h, w, bias)
     if z is None:
-        loss, lse = _call("head_ce", "head_ce_fwd", _np(h, "hidden"), _np(w, "w"), t, cap=cap)
+        loss, lse = _call("head_ce", "head_ce_fwd", _np(h, "hidden"), _np(w, "w"), t, cap=cap, **options)
     else:
-        loss, lse = _call("head_ce", "head_ce_bias_fwd", _np(h, "hidden"), _np(w, "w"), t, _np(z, "bias"), cap=cap)
+        loss, lse = _call("head_ce", "head_ce_bias_fwd", _np(h, "hidden"), _np(w, "w"), t, _np(z, "bias"), cap=cap,
+                          **options)
     return _torch(loss, h), _torch(lse, h)
 
 
-def head_ce_bwd(h, w, targets, lse, dloss, cap, bias):
+def head_ce_bwd(h, w, targets, lse, dloss, cap, bias, **options):
     t = targets.detach().to("cpu", torch.int32).numpy()
     z = dense_bias(h, w, bias)
     args = (_np(h, "hidden"), _np(w, "w"), t)
     if z is None:
-        dh, dw = _call("head_ce", "head_ce_bwd", *args, _np(lse, "lse"), _np(dloss, "dloss"), cap=cap)
+        dh, dw = _call("head_ce", "head_ce_bwd", *args, _np(lse, "lse"), _np(dloss, "dloss"), cap=cap, **options)
         return _torch(dh, h), _torch(dw, w), None, None
     dh, dw, dz = _call("head_ce", "head_ce_bias_bwd", *args, _np(z, "bias"), _np(lse, "lse"), _np(dloss, "dloss"),
-                       cap=cap)
+                       cap=cap, **options)
     return (_torch(dh, h), _torch(dw, w), *bias_grads(_torch(dz, h), bias))
 
 
 # ---------------------------------------------------------------------------------------------------- Muon
-def newton_schulz(g, steps):
+def newton_schulz(g, steps, **options):
     flat = _np(g, "g").reshape(-1, *g.shape[-2:])
-    out = np.stack([_call("newton_schulz", "newton_schulz", m, steps=steps) for m in flat])
+    out = np.stack([_call("newton_schulz", "newton_schulz", m, steps=steps, **options) for m in flat])
     return _torch(out, g, g.shape)
 
 

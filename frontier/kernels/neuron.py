@@ -1,110 +1,279 @@
 """The `nki` implementation of the fused ops: the NKI kernels of `frontier.kernels.nki`, compiled by the real `nki`
 and run on a NeuronCore through native TorchNeuron (torch-neuronx >= 2.13, device "neuron").
 
-Each raw kernel call is registered once with torch-neuronx's `nki_op` (`frontier_nki::<kernel>`, a custom op whose
-body calls the `@nki.jit` kernel on Neuron tensors; torch-neuronx compiles it on first use per shape and, inside
-`torch.compile(backend="neuron")`, makes it one node of the graph). The `frontier::` ops call these. Nothing here
-is imported before a run asks for `--kernels nki`, and `frontier.kernels.check` has by then verified that the real
-`nki` and a Neuron device are present; any failure below raises (there is no fallback).
+Registration. torch-neuronx's `nki_op(name, mutates_args=...)` builds a `torch.library.custom_op` whose schema is
+inferred from the decorated function's signature (`torch.library.infer_schema`), which refuses `*args` / `**kwargs`
+and unannotated parameters. So every kernel entry point has its own typed wrapper here (`entry_points`): tensors
+annotated `torch.Tensor`, compile-time constants annotated `float` / `int`, outputs a `torch.Tensor` or a tuple of
+them; its body calls the `@nki.jit` kernel and returns what the kernel allocated. Each is registered once as
+`frontier_nki::<kernel>` with a fake (meta) function, so that inside `torch.compile(backend="neuron")` the kernel
+is one node of the graph. The `frontier::` ops call these through `NeuronKernels`.
 
-Unverified here (no Trainium in this project's machines): the `nki_op` registration and the kernels' compilation
-by neuronx-cc. The kernels' semantics are verified in the interpreter (tests/test_nki_*.py).
+The toolchain is found lazily and by what it offers, never by an import that succeeds (PyPI holds empty
+placeholders named torch-neuronx and nki): `find_toolchain` wants `torch_neuronx.nki_op` callable and the real
+`nki` (`jit`, `simulate`, version >= 0.3; `interpreter.find_real_nki`), and says which is missing. Nothing here is
+imported before a run asks for `--kernels nki`, and `frontier.kernels.check` has by then refused a machine without
+them; any failure below raises (there is no fallback).
+
+A `Toolchain` is the pair (nki_op, kernel lookup), so the same registration runs on any machine with a stand-in:
+tests/test_neuron_registration.py registers every entry point with an `nki_op` built on `torch.library.custom_op`
+and an `nki` that only provides `jit` (its kernels run in the interpreter), and calls each one.
+
+Unverified here (no Trainium in this project's machines): torch-neuronx's own `nki_op` (that it accepts these
+signatures as `torch.library.custom_op` does), the real `nki.jit` taking compile-time constants as keywords, and the
+kernels' compilation by neuronx-cc.
 """
 
-from __future__ import annotations
-
 import importlib
+from dataclasses import dataclass
 from functools import cache
+from typing import Callable
 
 import torch
 
 from .nki import adamw_step_scalars, bias_grads, dense_bias
 
+NAMESPACE = "frontier_nki"
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """What registers and runs the kernels: `nki_op(name, mutates_args=...)`, a decorator over a typed function as
+    torch-neuronx's, and `kernel(module, name)`, the `@nki.jit` kernel `name` of `frontier.kernels.nki.<module>`."""
+
+    nki_op: Callable
+    kernel: Callable
+    name: str
+
+
+def _real_kernel(module: str, name: str):
+    return getattr(importlib.import_module(f"frontier.kernels.nki.{module}"), name)
+
+
+def find_toolchain() -> tuple[Toolchain | None, str]:
+    """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki >= 0.3 is installed, else
+    (None, why not)."""
+    try:
+        tnx = importlib.import_module("torch_neuronx")
+    except ModuleNotFoundError as e:
+        if e.name != "torch_neuronx":
+            return None, f"`import torch_neuronx` failed: {e!r}"
+        return None, "torch-neuronx is not installed (it comes from AWS's Neuron pip index)"
+    except Exception as e:  # a broken install is "not available", with the reason
+        return None, f"`import torch_neuronx` failed: {e!r}"
+    if not callable(getattr(tnx, "nki_op", None)):
+        return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour "
+                      "< 2.13): native TorchNeuron >= 2.13 registers NKI kernels with it")
+    from .interpreter import find_real_nki
+
+    nki, why = find_real_nki()
+    if nki is None:
+        return None, why
+    return Toolchain(tnx.nki_op, _real_kernel, f"torch_neuronx {getattr(tnx, '__version__', '?')}, "
+                                               f"nki {getattr(nki, '__version__', '?')}"), ""
+
+
+# ---------------------------------------------------------------------------------------------------- entry points
+Tensor = torch.Tensor
+
+
+def _f32(t: Tensor, *shape) -> Tensor:
+    return t.new_empty(shape, dtype=torch.float32)
+
+
+def entry_points(kernel: Callable) -> dict[str, tuple[Callable, Callable]]:
+    """kernel name -> (typed wrapper, fake), the wrapper calling kernel(module, name) (a jitted kernel)."""
+
+    def k(module, name):
+        return kernel(module, name)
+
+    def rmsnorm_fwd(x: Tensor, eps: float) -> Tensor:
+        return k("rmsnorm", "rmsnorm_fwd")(x, eps=eps)
+
+    def rmsnorm_bwd(x: Tensor, dy: Tensor, eps: float) -> Tensor:
+        return k("rmsnorm", "rmsnorm_bwd")(x, dy, eps=eps)
+
+    def rope_fwd(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        return k("rotary", "rope_fwd")(x, cos, sin)
+
+    def rope_bwd(dy: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        return k("rotary", "rope_bwd")(dy, cos, sin)
+
+    def mlp_fwd(x: Tensor, w1: Tensor, w2: Tensor) -> Tensor:
+        return k("relu2_mlp", "mlp_fwd")(x, w1, w2)
+
+    def mlp_bwd(x: Tensor, w1: Tensor, w2: Tensor, dy: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        return tuple(k("relu2_mlp", "mlp_bwd")(x, w1, w2, dy))
+
+    def head_ce_fwd(hidden: Tensor, w: Tensor, targets: Tensor, cap: float) -> tuple[Tensor, Tensor]:
+        return tuple(k("head_ce", "head_ce_fwd")(hidden, w, targets, cap=cap))
+
+    def head_ce_bias_fwd(hidden: Tensor, w: Tensor, targets: Tensor, bias: Tensor,
+                         cap: float) -> tuple[Tensor, Tensor]:
+        return tuple(k("head_ce", "head_ce_bias_fwd")(hidden, w, targets, bias, cap=cap))
+
+    def head_ce_bwd(hidden: Tensor, w: Tensor, targets: Tensor, lse: Tensor, dloss: Tensor,
+                    cap: float) -> tuple[Tensor, Tensor]:
+        return tuple(k("head_ce", "head_ce_bwd")(hidden, w, targets, lse, dloss, cap=cap))
+
+    def head_ce_bias_bwd(hidden: Tensor, w: Tensor, targets: Tensor, bias: Tensor, lse: Tensor, dloss: Tensor,
+                         cap: float) -> tuple[Tensor, Tensor, Tensor]:
+        return tuple(k("head_ce", "head_ce_bias_bwd")(hidden, w, targets, bias, lse, dloss, cap=cap))
+
+    def newton_schulz(g: Tensor, steps: int) -> Tensor:
+        return k("newton_schulz", "newton_schulz")(g, steps=steps)
+
+    def adamw(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, step_size: Tensor, inv_bc2: Tensor, decay: Tensor,
+              beta1: float, beta2: float, eps: float) -> tuple[Tensor, Tensor, Tensor]:
+        return tuple(k("adamw", "adamw")(param, grad, m, v, step_size, inv_bc2, decay, beta1=beta1, beta2=beta2,
+                                         eps=eps))
+
+    # fakes: the outputs' shapes and dtypes, for tracing (the kernels write fp32 except where noted)
+    def like(t, *rest):
+        return torch.empty_like(t)
+
+    fakes = {
+        "rmsnorm_fwd": like,
+        "rmsnorm_bwd": lambda x, dy, eps: torch.empty_like(dy),
+        "rope_fwd": like,
+        "rope_bwd": like,
+        "mlp_fwd": lambda x, w1, w2: _f32(x, x.size(0), w2.size(0)),
+        "mlp_bwd": lambda x, w1, w2, dy: (_f32(x, *x.shape), _f32(x, *w1.shape), _f32(x, *w2.shape)),
+        "head_ce_fwd": lambda h, w, t, cap: (_f32(h, h.size(0)), _f32(h, h.size(0))),
+        "head_ce_bias_fwd": lambda h, w, t, b, cap: (_f32(h, h.size(0)), _f32(h, h.size(0))),
+        "head_ce_bwd": lambda h, w, t, lse, dl, cap: (_f32(h, *h.shape), _f32(h, *w.shape)),
+        "head_ce_bias_bwd": lambda h, w, t, b, lse, dl, cap: (_f32(h, *h.shape), _f32(h, *w.shape),
+                                                              _f32(h, h.size(0), w.size(0))),
+        "newton_schulz": lambda g, steps: _f32(g, *g.shape),
+        "adamw": lambda p, g, m, v, s, i, d, b1, b2, eps: (_f32(p, *p.shape), _f32(p, *p.shape), _f32(p, *p.shape)),
+    }
+    wrappers = (rmsnorm_fwd, rmsnorm_bwd, rope_fwd, rope_bwd, mlp_fwd, mlp_bwd, head_ce_fwd, head_ce_bias_fwd,
+                head_ce_bwd, head_ce_bias_bwd, newton_schulz, adamw)
+    return {fn.__name__: (fn, fakes[fn.__name__]) for fn in wrappers}
+
+
+def register(toolchain: Toolchain, namespace: str = NAMESPACE) -> dict[str, Callable]:
+    """Every entry point registered with the toolchain's nki_op as `<namespace>::<kernel>` (with its fake when the
+    op offers register_fake, as a torch.library custom op does)."""
+    ops = {}
+    for name, (wrapper, fake) in entry_points(toolchain.kernel).items():
+        op = toolchain.nki_op(f"{namespace}::{name}", mutates_args={})(wrapper)
+        if hasattr(op, "register_fake"):
+            op.register_fake(fake)
+        ops[name] = op
+    return ops
+
+
+class NeuronKernels:
+    """The fused ops' `nki` implementation (the functions `ops.backend("nki")` calls) over registered ops."""
+
+    def __init__(self, toolchain: Toolchain, namespace: str = NAMESPACE):
+        self.toolchain = toolchain
+        self.ops = register(toolchain, namespace)
+
+    def rmsnorm_fwd(self, x, eps):
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        return self.ops["rmsnorm_fwd"](x.reshape(-1, x.size(-1)), float(eps)).view(x.shape)
+
+    def rmsnorm_bwd(self, x, dy, eps):
+        eps = torch.finfo(x.dtype).eps if eps is None else eps
+        d = x.size(-1)
+        return self.ops["rmsnorm_bwd"](x.reshape(-1, d), dy.reshape(-1, d), float(eps)).view(x.shape)
+
+    def _rope(self, kernel, x, cos, sin):
+        B, T, H, hd = x.shape
+        return self.ops[kernel](x.reshape(B * T, H * hd), cos.contiguous(), sin.contiguous()).view(x.shape)
+
+    def rotary_fwd(self, x, cos, sin):
+        return self._rope("rope_fwd", x, cos, sin)
+
+    def rotary_bwd(self, dy, cos, sin):
+        return self._rope("rope_bwd", dy, cos, sin)
+
+    def relu2_mlp_fwd(self, x, w1, w2):
+        y = self.ops["mlp_fwd"](x.reshape(-1, x.size(-1)), w1, w2)
+        return y.view(*x.shape[:-1], w2.size(0)), x.new_empty((0,))
+
+    def relu2_mlp_bwd(self, x, w1, w2, dy, saved):
+        dx, dw1, dw2 = self.ops["mlp_bwd"](x.reshape(-1, x.size(-1)), w1, w2, dy.reshape(-1, dy.size(-1)))
+        return dx.view(x.shape), dw1, dw2
+
+    def head_ce_fwd(self, h, w, targets, cap, bias):
+        z = dense_bias(h, w, bias)
+        t = targets.to(torch.int32)
+        if z is None:
+            return self.ops["head_ce_fwd"](h, w, t, float(cap))
+        return self.ops["head_ce_bias_fwd"](h, w, t, z, float(cap))
+
+    def head_ce_bwd(self, h, w, targets, lse, dloss, cap, bias):
+        z = dense_bias(h, w, bias)
+        t = targets.to(torch.int32)
+        if z is None:
+            dh, dw = self.ops["head_ce_bwd"](h, w, t, lse, dloss, float(cap))
+            return dh, dw, None, None
+        dh, dw, dz = self.ops["head_ce_bias_bwd"](h, w, t, z, lse, dloss, float(cap))
+        return (dh, dw, *bias_grads(dz, bias))
+
+    def newton_schulz(self, g, steps):
+        flat = g.reshape(-1, *g.shape[-2:])
+        out = []
+        for m in flat:
+            out.append(self.ops["newton_schulz"](m.contiguous(), int(steps)))
+        return torch.stack(out).view(g.shape)
+
+    def adamw_step(self, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
+        s = {k: torch.from_numpy(v).to(param.device)
+             for k, v in adamw_step_scalars(lr, int(step), beta1, beta2, weight_decay).items()}
+        p, m, v = self.ops["adamw"](param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
+                                    s["step_size"], s["inv_bc2"], s["decay"], float(beta1), float(beta2), float(eps))
+        for dst, new in ((param, p), (exp_avg, m), (exp_avg_sq, v)):
+            dst.copy_(new.view(dst.shape))
+
 
 @cache
-def _module(name: str):
-    return importlib.import_module(f"frontier.kernels.nki.{name}")
+def _default() -> NeuronKernels:
+    toolchain, why = find_toolchain()
+    if toolchain is None:
+        raise RuntimeError(f"--kernels nki needs torch-neuronx's nki_op and the real nki: {why}")
+    return NeuronKernels(toolchain)
 
 
-@cache
-def _op(module: str, kernel: str, n_out: int):
-    """`frontier_nki::<kernel>`: the kernel as a torch-neuronx custom op returning `n_out` tensors."""
-    from torch_neuronx import nki_op  # the real package: `frontier.kernels.check` looked for it
-
-    fn = getattr(_module(module), kernel)
-
-    def call(*args, **consts):
-        out = fn(*args, **consts)
-        return out if n_out > 1 else (out,)
-
-    return nki_op(f"frontier_nki::{kernel}", mutates_args={})(call)
-
-
-def _run(module, kernel, n_out, *args, **consts):
-    out = _op(module, kernel, n_out)(*args, **consts)
-    return out if n_out > 1 else out[0]
-
-
+# the implementation's functions, as `frontier.kernels.ops` calls them (the toolchain found on first use)
 def rmsnorm_fwd(x, eps):
-    eps = torch.finfo(x.dtype).eps if eps is None else eps
-    return _run("rmsnorm", "rmsnorm_fwd", 1, x.reshape(-1, x.size(-1)), eps=eps).view(x.shape)
+    return _default().rmsnorm_fwd(x, eps)
 
 
 def rmsnorm_bwd(x, dy, eps):
-    eps = torch.finfo(x.dtype).eps if eps is None else eps
-    d = x.size(-1)
-    return _run("rmsnorm", "rmsnorm_bwd", 1, x.reshape(-1, d), dy.reshape(-1, d), eps=eps).view(x.shape)
-
-
-def _rope(kernel, x, cos, sin):
-    B, T, H, hd = x.shape
-    return _run("rotary", kernel, 1, x.reshape(B * T, H * hd), cos.contiguous(), sin.contiguous()).view(x.shape)
+    return _default().rmsnorm_bwd(x, dy, eps)
 
 
 def rotary_fwd(x, cos, sin):
-    return _rope("rope_fwd", x, cos, sin)
+    return _default().rotary_fwd(x, cos, sin)
 
 
 def rotary_bwd(dy, cos, sin):
-    return _rope("rope_bwd", dy, cos, sin)
+    return _default().rotary_bwd(dy, cos, sin)
 
 
 def relu2_mlp_fwd(x, w1, w2):
-    y = _run("relu2_mlp", "mlp_fwd", 1, x.reshape(-1, x.size(-1)), w1, w2)
-    return y.view(*x.shape[:-1], w2.size(0)), x.new_empty((0,))
+    return _default().relu2_mlp_fwd(x, w1, w2)
 
 
 def relu2_mlp_bwd(x, w1, w2, dy, saved):
-    dx, dw1, dw2 = _run("relu2_mlp", "mlp_bwd", 3, x.reshape(-1, x.size(-1)), w1, w2, dy.reshape(-1, dy.size(-1)))
-    return dx.view(x.shape), dw1, dw2
+    return _default().relu2_mlp_bwd(x, w1, w2, dy, saved)
 
 
 def head_ce_fwd(h, w, targets, cap, bias):
-    z = dense_bias(h, w, bias)
-    if z is None:
-        return _run("head_ce", "head_ce_fwd", 2, h, w, targets.to(torch.int32), cap=cap)
-    return _run("head_ce", "head_ce_bias_fwd", 2, h, w, targets.to(torch.int32), z, cap=cap)
+    return _default().head_ce_fwd(h, w, targets, cap, bias)
 
 
 def head_ce_bwd(h, w, targets, lse, dloss, cap, bias):
-    z = dense_bias(h, w, bias)
-    if z is None:
-        dh, dw = _run("head_ce", "head_ce_bwd", 2, h, w, targets.to(torch.int32), lse, dloss, cap=cap)
-        return dh, dw, None, None
-    dh, dw, dz = _run("head_ce", "head_ce_bias_bwd", 3, h, w, targets.to(torch.int32), z, lse, dloss, cap=cap)
-    return (dh, dw, *bias_grads(dz, bias))
+    return _default().head_ce_bwd(h, w, targets, lse, dloss, cap, bias)
 
 
 def newton_schulz(g, steps):
-    flat = g.reshape(-1, *g.shape[-2:])
-    return torch.stack([_run("newton_schulz", "newton_schulz", 1, m, steps=steps) for m in flat]).view(g.shape)
+    return _default().newton_schulz(g, steps)
 
 
 def adamw_step(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
-    s = {k: torch.from_numpy(v).to(param.device)
-         for k, v in adamw_step_scalars(lr, int(step), beta1, beta2, weight_decay).items()}
-    p, m, v = _run("adamw", "adamw", 3, param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1),
-                   exp_avg_sq.reshape(-1), s["step_size"], s["inv_bc2"], s["decay"], beta1=beta1, beta2=beta2,
-                   eps=eps)
-    for dst, new in ((param, p), (exp_avg, m), (exp_avg_sq, v)):
-        dst.copy_(new.view(dst.shape))
+    return _default().adamw_step(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step)

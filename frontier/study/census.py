@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import records
 from ..kernels import interpreted, op_cases
@@ -27,7 +28,7 @@ def _sum(counts: list[Counts]) -> dict:
     for c in counts:
         for k in ("hbm_read_bytes", "hbm_write_bytes", "dma_transfers", "dma_bytes", "matmul_flops"):
             setattr(total, k, getattr(total, k) + getattr(c, k))
-        for k in ("instructions", "elements", "free_elements"):
+        for k in ("instructions", "static_instructions", "elements", "free_elements"):
             for e, v in getattr(c, k).items():
                 getattr(total, k)[e] += v
         total.peak_sbuf_bytes = max(total.peak_sbuf_bytes, c.peak_sbuf_bytes)
@@ -78,3 +79,58 @@ def format_census(result: dict) -> str:
                          f"{c['dma_transfers']:>9,}{c['matmul_flops'] / 1e9:>14.2f}{c['peak_sbuf_bytes'] / 1024:>15.1f}"
                          f"{c['peak_psum_banks']:>12}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------------- trained
+class _Capture(TorchDispatchMode):
+    """Every `frontier::` fused-op call dispatched, with copies of its arguments as they were before it ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace == "frontier":
+            self.calls.append((func._opname, tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a
+                                                   for a in args)))
+        return func(*args, **(kwargs or {}))
+
+
+def trained_activations(dataset, steps: int, profile: str = "smoke", recipe: str = "baseline", seed: int = 0,
+                        run_dir=None, log=print) -> tuple[list, dict]:
+    """The fused-op calls of one training step at a trained checkpoint: `recipe` trained `steps` steps on `dataset`
+    (reference kernels, CPU; checkpoint and record in `run_dir`, a temporary folder by default), its checkpoint
+    loaded, and a forward, backward and optimiser step on the next batch captured. Returns (calls, run record)."""
+    import tempfile
+    from pathlib import Path
+
+    from ..devices import select_device
+    from ..optim.optimizers import Optimizers
+    from ..train.trainer import load_run_model, make_loader, train
+
+    cfg = resolve(recipe, profile, vocab_size=dataset.vocab_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(run_dir) if run_dir is not None else Path(tmp) / "run"
+        rec = train(cfg, dataset, folder, select_device("cpu"), seed=seed, steps=steps, progress=False,
+                    log=lambda *a: None)
+        model, cfg = load_run_model(folder)
+    log(f"trained {recipe}/{profile} {steps} steps: train loss {rec['curve']['train_loss'][-1]:.4f}")
+    model.train()
+    x, y = make_loader(cfg, dataset, seed + 1).next_batch()
+    opts = Optimizers(model, cfg)
+    with _Capture() as capture:
+        model(x, y).backward()
+        opts.step(1.0, steps, x)
+    return capture.calls, rec
+
+
+def verify_trained(dataset, steps: int = 60, profile: str = "smoke", vchunk: int = 128, log=print) -> dict:
+    """Every kernel against float64 (fp32 and bf16) on the activations of a checkpoint trained `steps` steps, with
+    what they exercise (`frontier.kernels.verify.verify_calls`): the trained counterpart of checking the kernels at
+    initialisation, where the logits are ~0, the online rescaling never moves and tanh never bends."""
+    from ..kernels.verify import verify_calls
+
+    calls, rec = trained_activations(dataset, steps, profile, log=log)
+    out = verify_calls(calls, vchunk=vchunk, log=log)
+    return {**out, "steps": steps, "profile": profile, "train_loss": rec["curve"]["train_loss"][-1],
+            "code": records.code_version()}

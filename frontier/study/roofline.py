@@ -32,8 +32,9 @@ The model (`Peaks`, figures of `shared/reference/nki.md`; `[I]` marks an assumpt
 An aten op is one unit with one instruction per engine it uses, one DMA transfer per tensor it reads or writes, and
 its elements spread over the 128 partitions. The step is the sum of its units (units never overlap each other), on
 one core; `chip_step_s` divides by the 8 physical cores of a chip (ideal data parallelism, the all-reduce left
-out). Matmuls at the fp32 TensorE peak (the kernels are fp32); `matmul_peak="bf16"` shows the same counts at the
-bf16 peak (bytes unchanged).
+out). Every prediction is made at both TensorE peaks (bytes unchanged); the one the kernels run at is the default
+(`kernel_matmul_peak`: bf16, the dtype of their matmul operands, `matmul_dtype`; the reference runs its matmuls in
+bf16 too under the Neuron device's bf16 autocast), the fp32 one kept beside it for comparison.
 """
 
 from __future__ import annotations
@@ -81,6 +82,13 @@ class Peaks:
 
 
 PEAKS = Peaks()
+
+
+def kernel_matmul_peak() -> str:
+    """The TensorE peak the NKI kernels run at: that of their matmul operands' dtype (the kernels' default)."""
+    from ..kernels.verify import matmul_dtype
+
+    return {"bfloat16": "bf16", "float32": "fp32"}[matmul_dtype("mlp_fwd")]
 
 
 @dataclass
@@ -441,11 +449,15 @@ def roofline(profile: str, recipe: str = "baseline", n_layer: int | None = None,
             "layers_at_reference_step": (ref_s - fixed_ker) / layer_ker,
         }
     out["budget_s"] = budget_s
+    out["kernel_matmul_peak"] = kernel_matmul_peak()
     out["code"], out["hardware"] = code, records.hardware()
     return out
 
 
-def format_roofline(r: dict, matmul_peak: str = "fp32") -> str:
+def format_roofline(r: dict, matmul_peak: str | None = None) -> str:
+    """The record's prediction at `matmul_peak` (default: the peak its kernels run at; records from before it was
+    stored were made with fp32 kernels)."""
+    matmul_peak = matmul_peak or r.get("kernel_matmul_peak", "fp32")
     s, p = r["shapes"], r["predictions"][matmul_peak]
     lines = [f"roofline (predicted by a cost model, not measured): {s['n_layer']} layers x {s['n_embd']}, "
              f"{s['batch']} x {s['seq_len']} tokens, vocabulary {s['vocab']}; one NeuronCore-v3, matmuls at the "

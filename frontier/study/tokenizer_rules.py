@@ -33,6 +33,8 @@ RULES = {
     "cover 99.95%": CharacterRule(coverage=0.9995),
     "cover 99.9%": CharacterRule(coverage=0.999),
     "at most a quarter": CharacterRule(max_share=0.25),
+    "up to three quarters": CharacterRule(max_share=0.75),
+    "cover 99.9%, up to three quarters": CharacterRule(coverage=0.999, max_share=0.75),
 }
 
 

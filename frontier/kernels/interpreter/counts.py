@@ -1,14 +1,32 @@
-"""What one kernel call did, for a cost model: traffic, transfers, FLOPs, and work per engine."""
+"""What one kernel call did, for a cost model and for the compiler's instruction limit.
+
+Two instruction counts are kept. `instructions` are the instructions executed (a dynamic loop's body once per
+iteration): the work, for the cost model. `static_instructions` are the instructions the kernel's specialization
+emits, the program the compiler has to hold (EBVF030 "the number of instructions generated exceeds the limit"):
+every unrolled Python loop iteration counts, a dynamic loop's body (`nl.dynamic_range`, `nl.fori_loop`) counts once.
+DMA transfers are instructions too and count in both under "dma".
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+STATIC_ENGINES = ENGINES + ("dma",)
+
+# Our budget for `static_instructions` per kernel call. The Neuron docs give no figure (EBVF030 only says "the
+# number of instructions generated exceeds the limit"); 20,000 is this project's own conservative choice, well inside
+# what unrolled kernels are built at, so that a kernel stays compilable whatever the real limit is above it. A
+# kernel whose count at the trn2 shapes exceeds it must move its long loops to `nl.dynamic_range`.
+STATIC_INSTRUCTION_LIMIT = 20_000
 
 
 def _per_engine() -> dict[str, int]:
     return dict.fromkeys(ENGINES, 0)
+
+
+def _per_static_engine() -> dict[str, int]:
+    return dict.fromkeys(STATIC_ENGINES, 0)
 
 
 @dataclass
@@ -18,12 +36,14 @@ class Counts:
     hbm_read_bytes / hbm_write_bytes: bytes DMA'd out of / into HBM (elements x itemsize of the HBM side).
     dma_transfers / dma_bytes: one per `nisa.dma_copy`, `nl.load`, `nl.store`; bytes read from the source.
     matmul_flops: 2*K*M*N per `nc_matmul` (and per TensorE transpose, an identity matmul).
-    instructions[engine]: instructions issued; `activation` with `reduce_res` counts two on ScalarE (reading the
+    instructions[engine]: instructions executed; `activation` with `reduce_res` counts two on ScalarE (reading the
       reduce registers out is an extra instruction, as the ISA docs say).
+    static_instructions[engine or "dma"]: instructions emitted (module docstring); `static_total` sums them.
     elements[engine]: elements of the operand the engine streams (`data`/`src`/`data1`, the moving tile of a
       matmul, `dst` for memset/iota); the register read-out counts its P elements.
     free_elements[engine]: the same per partition (what sets an engine's cycles: the 128 lanes run in parallel).
     peak_sbuf_bytes: the most SBUF bytes per partition held at once; peak_psum_banks: the most PSUM banks.
+    dynamic_loops: dynamic loops entered (each counted once however often it runs).
     """
 
     hbm_read_bytes: int = 0
@@ -32,21 +52,31 @@ class Counts:
     dma_bytes: int = 0
     matmul_flops: int = 0
     instructions: dict[str, int] = field(default_factory=_per_engine)
+    static_instructions: dict[str, int] = field(default_factory=_per_static_engine)
     elements: dict[str, int] = field(default_factory=_per_engine)
     free_elements: dict[str, int] = field(default_factory=_per_engine)
     peak_sbuf_bytes: int = 0
     peak_psum_banks: int = 0
+    dynamic_loops: int = 0
 
-    def instruction(self, engine: str, elements: int, free_elements: int) -> None:
+    @property
+    def static_total(self) -> int:
+        return sum(self.static_instructions.values())
+
+    def instruction(self, engine: str, elements: int, free_elements: int, emitted: bool = True) -> None:
         self.instructions[engine] += 1
         self.elements[engine] += int(elements)
         self.free_elements[engine] += int(free_elements)
+        if emitted:
+            self.static_instructions[engine] += 1
 
-    def dma(self, src_bytes: int, src_hbm: bool, dst_bytes: int, dst_hbm: bool) -> None:
+    def dma(self, src_bytes: int, src_hbm: bool, dst_bytes: int, dst_hbm: bool, emitted: bool = True) -> None:
         self.dma_transfers += 1
         self.dma_bytes += src_bytes
         self.hbm_read_bytes += src_bytes if src_hbm else 0
         self.hbm_write_bytes += dst_bytes if dst_hbm else 0
+        if emitted:
+            self.static_instructions["dma"] += 1
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "static_total": self.static_total}

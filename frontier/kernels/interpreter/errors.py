@@ -17,3 +17,7 @@ class UnsupportedError(KernelError):
 
 class NotInSubsetError(UnsupportedError, AttributeError):
     """An `nl.*` / `nisa.*` name the interpreter does not provide (also an AttributeError, so hasattr() works)."""
+
+
+class LanguageError(UnsupportedError):
+    """Kernel source outside the documented NKI language (the static check of `subset.py`); names rule and line."""

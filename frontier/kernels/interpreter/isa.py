@@ -1,10 +1,17 @@
 """`nki.isa` as the interpreter provides it: the instructions below, destination first (`dst=`), in NumPy.
 
-Engines compute in fp32 and cast on output (bf16 via ml_dtypes, round to nearest even). Every instruction checks:
+Engines compute in fp32 and cast on output (bf16 via ml_dtypes, round to nearest even); `tensor_tensor` on int32/uint32
+operands only runs on GpSimd in exact integer arithmetic, as its docs say. Every instruction checks:
 operands are tiles of the right memories (compute engines never touch HBM; DMA never touches PSUM; GpSimd never
 touches PSUM; TensorE reads SBUF and writes PSUM), inputs and output cover the same partitions (engines do not move
 data across partitions: stricter than the hardware, which allows some offsets), and the sizes agree. Each
-instruction is counted on its engine (see counts.py).
+instruction is counted on its engine (see counts.py). TensorE writes PSUM within one 2 KiB bank: a matmul or
+transpose whose output would cross a bank boundary where the tile lies under the tightest packing (memory.py) is
+refused. ScalarE's approximated functions are perturbed when a run asks for it (machine.approximate_activations).
+In trace mode (machine.py) every check that does not read values runs and nothing is computed.
+
+The enums carry the values of the NKI stubs (engine: tensor 1, scalar 2, gpsimd 3, dma 4, vector 5, sync 6; dge_mode:
+swdge 1, hwdge 2, none 3).
 
 Subset: dma_copy, tensor_copy, memset, nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor,
 tensor_scalar, scalar_tensor_tensor, tensor_reduce, tensor_partition_reduce, reciprocal, iota, affine_select.
@@ -16,11 +23,12 @@ import math
 from enum import Enum
 
 import numpy as np
+import torch
 
 from . import machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
-from .limits import (ACTIVATION_RANGES, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX, PSUM_BANK_BYTES,
-                     TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
+from .limits import (ACTIVATION_RANGES, EXACT_ACTIVATIONS, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX,
+                     PSUM_BANK_BYTES, TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
 from .ops import OPS, Op
 from .tensor import BY_MATMUL, BY_OTHER, NEVER, Tensor, is_float
 
@@ -30,10 +38,11 @@ f32 = np.float32
 class engine(Enum):
     unknown = 0
     tensor = 1
-    vector = 2
-    scalar = 3
-    gpsimd = 4
-    sync = 5
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
 
 
 class reduce_cmd(Enum):
@@ -46,9 +55,9 @@ class reduce_cmd(Enum):
 
 class dge_mode(Enum):
     unknown = 0
-    none = 1
-    swdge = 2
-    hwdge = 3
+    swdge = 1
+    hwdge = 2
+    none = 3
 
 
 class oob_mode(Enum):
@@ -61,7 +70,8 @@ class matmul_perf_mode(Enum):
     double_row = 1
 
 
-_RC = reduce_cmd  # `reduce_cmd` is also a parameter name below
+_RC = reduce_cmd  # `reduce_cmd` and `engine` are also parameter names below
+_ENG = engine
 
 _ENGINE_NAME = {engine.tensor: "tensor", engine.vector: "vector", engine.scalar: "scalar", engine.gpsimd: "gpsimd"}
 
@@ -132,16 +142,36 @@ def _apply(op: Op, data, operand, reverse: bool):
     return op.apply(operand, data) if reverse else op.apply(data, operand)
 
 
-def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
-    values = np.asarray(values, dtype=f32).reshape(dst.shape)
-    with np.errstate(invalid="ignore"):
-        dst._np[...] = values.astype(dst.dtype)
+def _tracing() -> bool:
+    return machine.current().trace
+
+
+def _mark(dst: Tensor, how: int = BY_OTHER) -> None:
     if dst._written is not None:
         dst._written[...] = how
 
 
+def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
+    values = np.asarray(values, dtype=f32).reshape(dst.shape)
+    with np.errstate(invalid="ignore"):
+        dst._np[...] = values.astype(dst.dtype)
+    _mark(dst, how)
+
+
 def _count(engine_name: str, data: Tensor) -> None:
-    machine.current().counts.instruction(engine_name, data.size, data.free_size)
+    machine.current().count(engine_name, data.size, data.free_size)
+
+
+def _within_one_bank(op: str, dst: Tensor) -> None:
+    """TensorE writes within one PSUM bank: refuse an output that would cross a bank boundary where its tile lies
+    under the tightest packing (memory.py)."""
+    first, last = dst.free_byte_span()
+    base = dst.storage.psum_offset
+    if (base + first) // PSUM_BANK_BYTES != (base + last) // PSUM_BANK_BYTES:
+        where = f" (its tile starts at byte {base} of the partition)" if base else ""
+        raise LimitError(f"{op}: dst spans PSUM bytes {base + first}..{base + last} of a partition{where}, crossing a "
+                         "2 KiB PSUM bank boundary under the tightest packing (TensorE writes within one bank): "
+                         "allocate PSUM tiles in whole banks")
 
 
 def _engine(requested, allowed: tuple[str, ...], default: str, op: str) -> str:
@@ -170,11 +200,18 @@ def _dma(dst, src, op: str) -> None:
                              "nisa.tensor_copy first")
     if src.size != dst.size:
         raise KernelError(f"{op}: src {src.shape} and dst {dst.shape} hold different numbers of elements")
-    if src.dtype == dst.dtype:
+    m = machine.current()
+    if m.trace:
+        pass
+    elif src.dtype == dst.dtype:
         dst._np[...] = src._np.reshape(dst.shape)
+    elif not is_float(src.dtype) and not is_float(dst.dtype):
+        dst._np[...] = src._np.reshape(dst.shape).astype(dst.dtype)
     else:
         _write(dst, src.read())
-    machine.current().counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip)
+    if not dst.on_chip:
+        dst.storage.dma_written = True
+    m.counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip, m.emitting)
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
@@ -186,10 +223,11 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
         _no_psum_on_gpsimd(op, dst, src)
     _lanes(op, dst, src)
     _same_free(op, dst, src)
-    if src.dtype == dst.dtype:
+    if _tracing():
+        _mark(dst)
+    elif src.dtype == dst.dtype:
         dst._np[...] = src._np.reshape(dst.shape)
-        if dst._written is not None:
-            dst._written[...] = BY_OTHER
+        _mark(dst)
     else:
         _write(dst, src.read())
     _count(eng, src)
@@ -202,7 +240,10 @@ def memset(dst, value, engine=engine.unknown, name=None):
     _tile(dst, "dst", op)
     if eng == "gpsimd":
         _no_psum_on_gpsimd(op, dst)
-    _write(dst, np.full(dst.shape, value, dtype=f32))
+    if _tracing():
+        _mark(dst)
+    else:
+        _write(dst, np.full(dst.shape, value, dtype=f32))
     _count(eng, dst)
 
 
@@ -242,10 +283,7 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         raise UnsupportedError(f"{op}: matmul inputs must be float types, got {floats}")
     if (np.float32 in floats) and floats[0] != floats[1]:
         raise LimitError(f"{op}: an fp32 input needs an fp32 partner, got {floats}")
-    first, last = dst.free_byte_span()
-    if first // PSUM_BANK_BYTES != last // PSUM_BANK_BYTES:
-        raise LimitError(f"{op}: dst spans PSUM bytes {first}..{last} of a partition, crossing a 2 KiB PSUM bank "
-                         "boundary (a matmul writes within one bank)")
+    _within_one_bank(op, dst)
     state = dst._written
     if accumulate is None:
         if (state == NEVER).all():
@@ -258,13 +296,18 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if accumulate and not (state == BY_MATMUL).all():
         raise LimitError(f"{op}: accumulate=True into PSUM that no matmul with accumulate=False initialised "
                          "(never written, or written by memset/tensor_copy: undefined on Trn2)")
-    product = stationary.read().reshape(k, m).T @ moving.read().reshape(k, n)
-    if accumulate:
-        product = dst.read().reshape(m, n) + product
-    _write(dst, product, BY_MATMUL)
-    counts = machine.current().counts
-    counts.instruction("tensor", moving.size, n)
-    counts.matmul_flops += 2 * k * m * n
+    if _tracing():
+        _mark(dst, BY_MATMUL)
+    else:
+        # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM)
+        product = (torch.from_numpy(stationary.read().reshape(k, m)).T
+                   @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
+        if accumulate:
+            product = dst.read().reshape(m, n) + product
+        _write(dst, product, BY_MATMUL)
+    mach = machine.current()
+    mach.count("tensor", moving.size, n)
+    mach.counts.matmul_flops += 2 * k * m * n
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
@@ -281,13 +324,15 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
         raise KernelError(f"{op}: dst {dst.shape} must be [{f}, {p}]")
     if dst.dtype != data.dtype:
         raise KernelError(f"{op}: dst dtype {dst.dtype} must equal data dtype {data.dtype}")
-    dst._np[...] = data._np.reshape(p, f).T.reshape(dst.shape)
-    if dst._written is not None:
-        dst._written[...] = BY_MATMUL if eng == "tensor" else BY_OTHER
-    counts = machine.current().counts
-    counts.instruction(eng, data.size, p if eng == "tensor" else f)
     if eng == "tensor":
-        counts.matmul_flops += 2 * p * f * p
+        _within_one_bank(op, dst)
+    if not _tracing():
+        dst._np[...] = data._np.reshape(p, f).T.reshape(dst.shape)
+    _mark(dst, BY_MATMUL if eng == "tensor" else BY_OTHER)
+    mach = machine.current()
+    mach.count(eng, data.size, p if eng == "tensor" else f)
+    if eng == "tensor":
+        mach.counts.matmul_flops += 2 * p * f * p
 
 
 # ----------------------------------------------------------------------------------------------- ScalarE
@@ -310,7 +355,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
     _tile(dst, "dst", name_), _tile(data, "data", name_)
     _lanes(name_, dst, data)
     _same_free(name_, dst, data)
-    if reduce_op is not None and reduce_op is not OPS["add"]:
+    if reduce_op is not None and getattr(reduce_op, "name", None) != "add":
         raise UnsupportedError(f"{name_}: reduce_op must be nl.add, got {reduce_op!r}")
     if reduce_cmd is _RC.load_reduce:
         raise UnsupportedError(f"{name_}: reduce_cmd.load_reduce is not in the interpreted subset")
@@ -323,13 +368,21 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
             raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
     s = _operand(scale, data, name_, "scale", fp32=True)
     b = f32(0) if bias is None else _operand(bias, data, name_, "bias")
+    m = machine.current()
+    _count("scalar", data)
+    if m.trace:
+        _mark(dst)
+        if reduce_res is not None:
+            _mark(reduce_res)
+            m.count("scalar", data.partitions, 1)
+        return
     with np.errstate(all="ignore"):
         z = (data.read() * s + b).astype(f32)
     _check_range(op, z, name_)
     out = op.apply(z)
+    if op.name not in EXACT_ACTIVATIONS:
+        out = m.perturb(out, z, op.name)  # the hardware's approximation error, when the run asks for it
     _write(dst, out)
-    m = machine.current()
-    _count("scalar", data)
     lanes = slice(data.p0, data.p0 + data.partitions)
     if reduce_cmd in (_RC.reset, _RC.reset_reduce):
         m.act_regs[lanes] = 0
@@ -337,7 +390,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         m.act_regs[lanes] += out.reshape(data.partitions, -1).sum(axis=1, dtype=f32)
     if reduce_res is not None:
         _write(reduce_res, m.act_regs[lanes])
-        m.counts.instruction("scalar", data.partitions, 1)
+        m.count("scalar", data.partitions, 1)
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -360,15 +413,27 @@ def _check_range(op: Op, z: np.ndarray, where: str) -> None:
 
 # ----------------------------------------------------------------------------------------------- VectorE / GpSimd
 
+_INT32 = (np.dtype(np.int32), np.dtype(np.uint32))
+
+
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
-    """dst = data1 op data2 elementwise on VectorE (GpSimd for nl.power); not both inputs in PSUM."""
+    """dst = data1 op data2 elementwise on VectorE (GpSimd for nl.power); not both inputs in PSUM.
+
+    Arithmetic on float types goes through fp32. When every tile is int32/uint32 the instruction defaults to GpSimd,
+    which uses native integer arithmetic, exact for every 32-bit value (results wrap to dst's type); GpSimd cannot
+    reach PSUM, so with a PSUM tile it stays on VectorE (fp32), as it does when engine=vector is asked for."""
     name_ = "nisa.tensor_tensor"
     op = _alu(op, name_)
     if op.arity != 2:
         raise KernelError(f"{name_}: {op!r} is not a binary operator")
-    eng = "gpsimd" if op.name == "power" else _engine(engine, ("vector", "gpsimd"), "vector", name_)
     for role, t in (("dst", dst), ("data1", data1), ("data2", data2)):
         _tile(t, role, name_)
+    ints = all(t.dtype in _INT32 for t in (dst, data1, data2))
+    native = ints and engine in (None, _ENG.unknown, _ENG.gpsimd) and not any(t.is_psum for t in (dst, data1, data2))
+    if op.name == "power" or native:
+        eng = _engine(engine, ("gpsimd",), "gpsimd", name_)
+    else:
+        eng = _engine(engine, ("vector", "gpsimd"), "vector", name_)
     if data1.is_psum and data2.is_psum:
         raise LimitError(f"{name_}: data1 and data2 cannot both be in PSUM")
     if eng == "gpsimd":
@@ -376,8 +441,15 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     _lanes(name_, dst, data1, data2)
     _same_free(name_, data1, data2)
     _same_free(name_, dst, data1)
-    _write(dst, op.apply(data1.read(), data2.read().reshape(data1.shape)))
     _count(eng, data1)
+    if _tracing():
+        _mark(dst)
+    elif native:
+        out = op.apply_int(data1._np, data2._np.reshape(data1.shape))
+        dst._np[...] = out.astype(dst.dtype).reshape(dst.shape)  # wraps like 32-bit hardware integers
+        _mark(dst)
+    else:
+        _write(dst, op.apply(data1.read(), data2.read().reshape(data1.shape)))
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
@@ -397,6 +469,13 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
         _no_psum_on_gpsimd(name_, dst, data, operand0, operand1)
     _lanes(name_, dst, data)
     _same_free(name_, dst, data)
+    _count(eng, data)
+    if _tracing():
+        for operand, role in ((operand0, "operand0"), (operand1, "operand1")):
+            if isinstance(operand, Tensor):
+                _operand(operand, data, name_, role, fp32=True)
+        _mark(dst)
+        return
     out = data.read()
     for o, operand, reverse, role in ((ops_[0], operand0, reverse0, "operand0"),
                                       *(((ops_[1], operand1, reverse1, "operand1"),) if op1 is not None else ())):
@@ -407,7 +486,6 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
         else:
             out = _apply(o, out, _operand(operand, data, name_, role, fp32=True), reverse)
     _write(dst, out)
-    _count(eng, data)
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
@@ -423,9 +501,13 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     _lanes(name_, dst, data, operand1)
     _same_free(name_, data, operand1)
     _same_free(name_, dst, data)
-    tmp = _apply(o0, data.read(), _operand(operand0, data, name_, "operand0"), reverse0)
-    _write(dst, _apply(o1, tmp, operand1.read().reshape(data.shape), reverse1))
+    op0v = _operand(operand0, data, name_, "operand0")
     _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        return
+    tmp = _apply(o0, data.read(), op0v, reverse0)
+    _write(dst, _apply(o1, tmp, operand1.read().reshape(data.shape), reverse1))
 
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
@@ -441,13 +523,17 @@ def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
         raise LimitError(f"{name_}: cannot reduce the partition axis 0 (use a ones-matmul or tensor_partition_reduce)")
     if axes != list(range(axes[0], data.ndim)):
         raise UnsupportedError(f"{name_}: axes {axes} must be the last contiguous free axes of {data.shape}")
+    kept = [n for i, n in enumerate(data.shape) if i not in axes]
+    if dst.free_size != math.prod(kept[1:]):
+        raise KernelError(f"{name_}: dst {dst.shape} does not hold the reduction of {data.shape} over {axes}")
+    _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        return
     out = op.reduce(data.read(), axis=tuple(axes), keepdims=True)
     if negate:
         out = -out
-    if dst.free_size != math.prod(out.shape[1:]):
-        raise KernelError(f"{name_}: dst {dst.shape} does not hold the reduction of {data.shape} over {axes}")
     _write(dst, out)
-    _count("vector", data)
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -460,8 +546,11 @@ def tensor_partition_reduce(dst, op, data, name=None):
     _no_psum_on_gpsimd(name_, dst, data)
     if dst.partitions != 1 or dst.free_size != data.free_size:
         raise KernelError(f"{name_}: dst {dst.shape} must be [1, {data.free_size}]")
-    _write(dst, op.reduce(data.read().reshape(data.partitions, -1), axis=0, keepdims=True))
     _count("gpsimd", data)
+    if _tracing():
+        _mark(dst)
+        return
+    _write(dst, op.reduce(data.read().reshape(data.partitions, -1), axis=0, keepdims=True))
 
 
 def reciprocal(dst, data, name=None):
@@ -470,8 +559,11 @@ def reciprocal(dst, data, name=None):
     _tile(dst, "dst", name_), _tile(data, "data", name_)
     _lanes(name_, dst, data)
     _same_free(name_, dst, data)
-    _write(dst, OPS["reciprocal"].apply(data.read()))
     _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        return
+    _write(dst, OPS["reciprocal"].apply(data.read()))
 
 
 def _affine(dst: Tensor, pattern, offset: int, channel_multiplier: int, name_: str) -> np.ndarray:
@@ -495,11 +587,15 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     name_ = "nisa.iota"
     _tile(dst, "dst", name_)
     _no_psum_on_gpsimd(name_, dst)
-    _write(dst, _affine(dst, pattern, offset, channel_multiplier, name_).astype(f32))
+    values = _affine(dst, pattern, offset, channel_multiplier, name_)
     _count("gpsimd", dst)
+    if _tracing():
+        _mark(dst)
+        return
+    _write(dst, values.astype(f32))
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=OPS["equal"], offset=0,
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0,
                   name=None):
     """dst = on_true_tile where cmp_op(affine value, 0) else on_false_value, on GpSimd, SBUF only."""
     name_ = "nisa.affine_select"
@@ -507,11 +603,15 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
     _no_psum_on_gpsimd(name_, dst, on_true_tile)
     _lanes(name_, dst, on_true_tile)
     _same_free(name_, dst, on_true_tile)
-    cmp_op = _alu(cmp_op, name_, "cmp_op")
-    pred = cmp_op.apply(_affine(dst, pattern, offset, channel_multiplier, name_).astype(f32), f32(0)) != 0
+    cmp_op = _alu(OPS["equal"] if cmp_op is None else cmp_op, name_, "cmp_op")
+    affine = _affine(dst, pattern, offset, channel_multiplier, name_)
+    _count("gpsimd", dst)
+    if _tracing():
+        _mark(dst)
+        return
+    pred = cmp_op.apply(affine.astype(f32), f32(0)) != 0
     values = on_true_tile.read().reshape(dst.partitions, -1)
     _write(dst, np.where(pred, values, f32(on_false_value)))
-    _count("gpsimd", dst)
 
 
 def __getattr__(name: str):

@@ -2,9 +2,17 @@
 
 Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buffers (sbuf, psum, hbm = private_hbm,
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
-affine_range / sequential_range / static_range (= range), the operators of ops.py, called as values for `op=` or as
-elementwise functions. The elementwise calls take tiles of one shape, or a tile and a number: broadcasting two tiles
-of different shapes does not exist on the hardware and is refused, as are nl.divide, nl.mod and nl.fmod.
+affine_range / sequential_range / static_range (= range: unrolled), dynamic_range and fori_loop (device loops, below),
+the operators of ops.py, called as values for `op=` or as elementwise functions. The elementwise calls take tiles of
+one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
+refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
+"nl.power(tile, scalar) is not supported").
+
+Device loops (nki/deep-dives/nki-dynamic-loops.rst, nki/migration 0.6): `for i in nl.dynamic_range(start, stop,
+step)` and `nl.fori_loop(lower, upper, body, step=1)` are not unrolled: the compiler emits their body once, and the
+hardware repeats it. Their variable is a device register (`Register`): no Python arithmetic, comparison or truth value
+on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`. The interpreter runs the body once per
+iteration, counting its instructions as emitted only in the first (counts.py); in trace mode it runs the body once.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import numpy as np
 from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
-from .ops import OPS, Op
+from .ops import Op, make_ops
 from .tensor import DynSlice, MemoryRegion, Tensor
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
@@ -51,7 +59,15 @@ class _TileSize:
 
 tile_size = _TileSize()
 
-globals().update(OPS)  # nl.add, nl.multiply, nl.exp, ..., nl.divide (refused when used)
+class LanguageOp(Op):
+    """An operator as `nki.language` exposes it: a value for the `op=` fields of `nki.isa`, and callable as the
+    high-level elementwise function (`nl.exp(t)`, `nl.add(a, b)`)."""
+
+    def __call__(self, *args, dtype=None):
+        return elementwise(self, args, dtype)
+
+
+globals().update(make_ops(LanguageOp))  # nl.add, nl.multiply, nl.exp, ..., nl.divide (refused when used)
 
 
 def _buffer(buffer) -> MemoryRegion:
@@ -111,6 +127,81 @@ def affine_range(start, stop=None, step=1):
 sequential_range = static_range = affine_range
 
 
+class Register:
+    """A device register: the variable of a dynamic loop. Its value exists only at run time on the device, so the
+    kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: int):
+        self._value = int(value)
+
+    def _runtime_value(self) -> int:
+        return self._value
+
+    def _refuse(self, *args):
+        raise KernelError("a dynamic loop's variable is a device register, not a Python int: no arithmetic, "
+                          "comparison, truth value or indexing with it at specialization time; read it as a runtime "
+                          "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = __float__ = _refuse
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "<Register (a dynamic loop variable)>"
+
+
+def _bound(v, what: str) -> int:
+    if isinstance(v, Register):
+        return v._value
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise KernelError(f"{what} must be an int or a register, got {type(v).__name__}")
+    return int(v)
+
+
+def _device_loop(values: range):
+    """Yield the iterations of a device loop (module docstring): emitted once, run once per value."""
+    m = machine.current()
+    if m.emitting:
+        m.counts.dynamic_loops += 1
+    replaying = False
+    try:
+        for k, v in enumerate(values):
+            if k == 1:
+                if m.trace:
+                    return
+                m.replay += 1
+                replaying = True
+            yield Register(v)
+    finally:
+        if replaying:
+            m.replay -= 1
+
+
+def _loop_range(start, stop, step, what: str) -> range:
+    if isinstance(step, Register) or isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 1:
+        raise KernelError(f"{what}: the step must be a positive compile-time int, got {step!r}")
+    return range(_bound(start, f"{what} start"), _bound(stop, f"{what} stop"), int(step))
+
+
+def dynamic_range(start, stop=None, step=1):
+    """A device loop over range(start, stop, step): the body is emitted once (module docstring)."""
+    if stop is None:
+        start, stop = 0, start
+    return _device_loop(_loop_range(start, stop, step, "nl.dynamic_range"))
+
+
+def fori_loop(lower, upper, body, step=1):
+    """nl.fori_loop (NKI 0.6): body(i) for i in range(lower, upper, step) as a device loop; body returns nothing."""
+    if not callable(body):
+        raise KernelError(f"nl.fori_loop: body must be a function of the loop variable, got {type(body).__name__}")
+    for i in _device_loop(_loop_range(lower, upper, step, "nl.fori_loop")):
+        if body(i) is not None:
+            raise KernelError("nl.fori_loop: the body function cannot return a value (keep loop state in SBUF/HBM)")
+
+
 def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     """The high-level `nl.<op>(x[, y], dtype=None)`: a new SBUF tile (VectorE; ScalarE for activation functions)."""
     op.check_hardware()
@@ -119,6 +210,9 @@ def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     tiles = [a for a in args if isinstance(a, Tensor)]
     if not tiles:
         raise KernelError(f"nl.{op.name} needs a tile argument")
+    if op.name == "power" and len(tiles) < 2:
+        raise UnsupportedError("nl.power(tile, scalar): scalar exponents are not supported (NKI known issues); pass "
+                               "the exponent as a tile of the same shape")
     x = tiles[0]
     if any(t.shape != x.shape for t in tiles[1:]):
         raise UnsupportedError(f"nl.{op.name}: broadcasting {tiles[0].shape} with {tiles[1].shape} does not exist "

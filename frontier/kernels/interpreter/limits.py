@@ -26,3 +26,16 @@ ACTIVATION_RANGES = {
     "sin": (-3.141592653589793, 3.141592653589793, False),
     "arctan": (-3.141592653589793 / 2, 3.141592653589793 / 2, False),
 }
+
+# ScalarE's activation functions are "approximated with piece-wise polynomials" (nki/api/nki.api.shared.rst); the
+# docs state no accuracy. The one documented figure for how far the hardware may stand from exact NumPy is the
+# simulator guide's comparison of a simulated and a hardware result, `assert_close(sim, hw, rtol=1e-2, atol=1e-5)`
+# (nki/guides/nki_simulator.rst). We take it as the bound on every approximated function's output,
+#     |f_hw(x) - f(x)| <= 1e-2 |f(x)| + 1e-5,
+# which is conservative: the docs apply it to a whole kernel's result, we apply it to each instruction. The tests'
+# tolerances must absorb it (`approximate_activations` perturbs outputs within it).
+ACTIVATION_REL_ERROR = 1e-2
+ACTIVATION_ABS_ERROR = 1e-5
+# Identity, square, relu, abs and sign are polynomials of degree <= 2 on each piece: an approximation by piecewise
+# polynomials reproduces them exactly [an inference], so they are not perturbed. Every other function is.
+EXACT_ACTIVATIONS = frozenset({"copy", "square", "relu", "abs", "sign"})

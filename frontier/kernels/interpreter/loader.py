@@ -1,12 +1,19 @@
-"""Loading an unmodified kernel module with the interpreter's `nki`, and running one kernel call.
+"""Loading an unmodified kernel module with the interpreter's `nki`, and running (or tracing) one kernel call.
 
 A kernel module does `import nki`, `import nki.language as nl`, `import nki.isa as nisa` at module level. `load`
-executes its source in a fresh module whose builtins carry an `__import__` that answers those three names with the
+executes its source in a fresh module whose builtins carry an `__import__` that answers those names with the
 interpreter's stand-ins and passes every other import through. Nothing is put into `sys.modules`, so other code's
 detection of the real `nki` is not fooled; the kernel module itself is not registered either.
 
 The stand-in `nki` has `jit` (and the `language` and `isa` submodules) but no `simulate`: it never passes for the
-real package.
+real package. `load(target, nki=module)` binds another top-level `nki` instead (one that provides `jit`, as the tests'
+stand-in for torch-neuronx's does), while `nki.language` and `nki.isa` stay the interpreter's.
+
+`run` checks the kernel's source against the documented NKI language first (`subset.check_kernel`: the kernel and
+every helper it calls), then runs it on copies of the input arrays. As in the official simulator, an input the kernel
+wrote into (by DMA) is copied back into the caller's array, and a kernel may return an input it wrote.
+`trace` specializes a kernel on shapes alone and returns its Counts (machine.py: nothing computed, a dynamic loop's
+body run once): the static instruction count at full size, fast.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from . import isa, language
 from .counts import Counts
 from .errors import KernelError, UnsupportedError
 from .machine import Machine
+from .subset import check_kernel
 from .tensor import MemoryRegion, Tensor
 
 
@@ -52,19 +60,27 @@ NKI.jit = jit
 NKI.language = language
 NKI.isa = isa
 NKI.__version__ = "interpreter"
-_SUBMODULES = {"nki": NKI, "nki.language": language, "nki.isa": isa}
+_SUBMODULES = {"nki.language": language, "nki.isa": isa}
 
 
-def _import(name, globals=None, locals=None, fromlist=(), level=0):
-    if level == 0 and (name == "nki" or name.startswith("nki.")):
-        if name not in _SUBMODULES:
-            raise UnsupportedError(f"{name} is not in the interpreted subset (nki, nki.language, nki.isa)")
-        return _SUBMODULES[name] if fromlist else NKI
-    return builtins.__import__(name, globals, locals, fromlist, level)
+def _importer(top):
+    """An `__import__` answering nki, nki.language and nki.isa with `top` and the interpreter's submodules."""
+    package = types.SimpleNamespace(language=language, isa=isa)  # what `import nki.isa as nisa` walks through
+
+    def _import(name, globals=None, locals=None, fromlist=(), level=0):
+        if level == 0 and (name == "nki" or name.startswith("nki.")):
+            if name == "nki":
+                return top
+            if name not in _SUBMODULES:
+                raise UnsupportedError(f"{name} is not in the interpreted subset (nki, nki.language, nki.isa)")
+            return _SUBMODULES[name] if fromlist else package
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    return _import
 
 
-def load(target: str | Path) -> types.ModuleType:
-    """Execute a kernel module (a dotted module name or a .py path) with the interpreter's nki bound."""
+def load(target: str | Path, nki: types.ModuleType | None = None) -> types.ModuleType:
+    """Execute a kernel module (a dotted module name or a .py path) with the interpreter's nki bound (or `nki`)."""
     path = Path(target) if str(target).endswith(".py") else None
     name = path.stem if path else str(target)
     if path is None:
@@ -74,18 +90,33 @@ def load(target: str | Path) -> types.ModuleType:
         path = Path(spec.origin)
     module = types.ModuleType(name)
     module.__file__ = str(path)
-    module.__builtins__ = {**vars(builtins), "__import__": _import}
+    module.__builtins__ = {**vars(builtins), "__import__": _importer(nki or NKI)}
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
     return module
 
 
+def _function(kernel):
+    fn = kernel.fn if isinstance(kernel, Kernel) else getattr(kernel, "__wrapped__", kernel)
+    if not callable(fn):
+        raise TypeError(f"not a kernel: {kernel!r}")
+    return fn
+
+
+def _check_arguments(fn, scalars: dict) -> None:
+    for k, v in scalars.items():
+        if isinstance(v, list):
+            raise KernelError(f"{fn.__name__}({k}=...): a list is not a kernel argument (NKI 0.3: pass a tuple)")
+
+
 def run(kernel, *arrays: np.ndarray, **scalars) -> tuple[object, Counts]:
-    """Run one kernel call on NumPy arrays (each an HBM input, copied) with compile-time `scalars`.
+    """Run one kernel call on NumPy arrays (each an HBM input) with compile-time `scalars`.
 
     Returns (outputs, counts): outputs mirror what the kernel returns (one array, or a tuple of arrays), each a copy
-    of an `nl.ndarray(..., buffer=nl.shared_hbm)` the kernel allocated and filled.
-    """
-    fn = kernel.fn if isinstance(kernel, Kernel) else kernel
+    of an `nl.ndarray(..., buffer=nl.shared_hbm)` the kernel allocated and filled, or of an input it wrote. Inputs the
+    kernel wrote into are updated in the caller's arrays."""
+    fn = _function(kernel)
+    check_kernel(fn)
+    _check_arguments(fn, scalars)
     for i, a in enumerate(arrays):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"argument {i} must be a NumPy array (compile-time values go in as keywords), "
@@ -94,16 +125,37 @@ def run(kernel, *arrays: np.ndarray, **scalars) -> tuple[object, Counts]:
         args = [m.hbm_input(a, f"arg{i}") for i, a in enumerate(arrays)]
         result = fn(*args, **scalars)
         outputs = _outputs(result)
+        for a, t in zip(arrays, args):
+            if t.storage.dma_written:
+                np.copyto(a, t.storage.array)
         del args, result
     return outputs, m.counts
 
 
-def _outputs(result):
+def trace(kernel, *inputs, **scalars) -> Counts:
+    """Specialize one kernel call on its inputs' shapes and dtypes alone (arrays, or (shape, dtype) pairs) and return
+    what it counted: instructions emitted and executed-once, memory peaks, with every shape and memory check run."""
+    fn = _function(kernel)
+    check_kernel(fn)
+    _check_arguments(fn, scalars)
+    with Machine(trace=True) as m:
+        args = []
+        for i, a in enumerate(inputs):
+            shape, dtype = (a.shape, a.dtype) if isinstance(a, np.ndarray) else a
+            args.append(m.hbm_input(np.empty(shape, dtype), f"arg{i}"))
+        result = fn(*args, **scalars)
+        _outputs(result, copy=False)
+        del args, result
+    return m.counts
+
+
+def _outputs(result, copy: bool = True):
     if isinstance(result, (tuple, list)):
-        return tuple(_outputs(r) for r in result)
+        return tuple(_outputs(r, copy) for r in result)
     if not isinstance(result, Tensor):
         raise KernelError(f"a kernel returns tensors, got {type(result).__name__}")
-    if result.buffer is not MemoryRegion.shared_hbm:
+    if result.buffer is not MemoryRegion.shared_hbm and not result.storage.input:
         raise KernelError(f"kernel output {result!r} must be allocated with nl.ndarray(..., buffer=nl.shared_hbm) "
-                          f"(got {result.buffer.value}; nl.hbm outputs fail to compile from NKI 0.3)")
-    return np.array(result._np, copy=True)
+                          f"(got {result.buffer.value}; nl.hbm outputs fail to compile from NKI 0.3) or be an input "
+                          "the kernel wrote")
+    return np.array(result._np, copy=True) if copy else None

@@ -2,8 +2,10 @@
 
 Each one knows whether it is an ALU operator (VectorE/GpSimd `tensor_tensor`, `tensor_scalar`...), a ScalarE
 activation function, a legal reduction, and whether it exists on the hardware at all (`nl.divide`, `nl.mod`,
-`nl.fmod` do not: they are refused wherever they appear). All functions compute on float32 arrays, as the engines do.
-Called directly (`nl.add(a, b)`), an operator is the high-level elementwise op of `nki.language` (see language.py).
+`nl.fmod` do not: they are refused wherever they appear). `apply` computes on float32 arrays, as the engines do for
+arithmetic; `apply_int` on int64, for GpSimd's native integer arithmetic on all-int32 operands (isa.tensor_tensor).
+This module knows nothing of the language: `nki.language` makes the operators callable as its high-level elementwise
+functions (`nl.add(a, b)`) by building the same table with its own subclass (`make_ops`).
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ class Op:
         with np.errstate(all="ignore"):
             return np.asarray(self.fn(*args), dtype=f32)
 
-    def __call__(self, *args, dtype=None):
-        from .language import elementwise
-
-        return elementwise(self, args, dtype)
+    def apply_int(self, *args: np.ndarray) -> np.ndarray:
+        """Exact integer arithmetic on int64 (32-bit operands cannot overflow it except in power)."""
+        with np.errstate(all="ignore"):
+            return np.asarray(self.fn(*(np.asarray(a, np.int64) for a in args))).astype(np.int64)
 
 
 def _cmp(f):
-    return lambda a, b: f(a, b).astype(f32)
+    return lambda a, b: f(a, b).astype(np.result_type(a, b) if np.result_type(a, b).kind in "iu" else f32)
 
 
 def _sigmoid(x):
@@ -53,43 +55,50 @@ def _gelu_tanh(x):
 
 _NO_DIVIDE = "multiply by a reciprocal (nisa.reciprocal on VectorE, or nisa.activation(op=nl.reciprocal) on ScalarE)"
 
-OPS = {
-    op.name: op
-    for op in [
-        # binary ALU operators (VectorE; power runs on GpSimd)
-        Op("add", np.add, 2, alu=True, reduce=np.sum),
-        Op("subtract", np.subtract, 2, alu=True),
-        Op("multiply", np.multiply, 2, alu=True, reduce=np.prod),
-        Op("maximum", np.maximum, 2, alu=True, reduce=np.max),
-        Op("minimum", np.minimum, 2, alu=True, reduce=np.min),
-        Op("equal", _cmp(np.equal), 2, alu=True),
-        Op("not_equal", _cmp(np.not_equal), 2, alu=True),
-        Op("greater", _cmp(np.greater), 2, alu=True),
-        Op("greater_equal", _cmp(np.greater_equal), 2, alu=True),
-        Op("less", _cmp(np.less), 2, alu=True),
-        Op("less_equal", _cmp(np.less_equal), 2, alu=True),
-        Op("power", np.power, 2, alu=True),
-        Op("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b)), 2, alu=True),
-        Op("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)), 2, alu=True),
-        # unary: ALU operators and/or ScalarE activation functions
-        Op("abs", np.abs, 1, alu=True, act=True),
-        Op("square", np.square, 1, alu=True, act=True),
-        Op("relu", lambda x: np.maximum(x, f32(0)), 1, alu=True, act=True),
-        Op("rsqrt", lambda x: f32(1) / np.sqrt(x), 1, alu=True, act=True),
-        Op("reciprocal", lambda x: f32(1) / x, 1, alu=True, act=True),
-        Op("copy", lambda x: x, 1, act=True),
-        Op("sigmoid", _sigmoid, 1, act=True),
-        Op("tanh", np.tanh, 1, act=True),
-        Op("exp", np.exp, 1, act=True),
-        Op("log", np.log, 1, act=True),
-        Op("sqrt", np.sqrt, 1, act=True),
-        Op("sign", np.sign, 1, act=True),
-        Op("silu", lambda x: x * _sigmoid(x), 1, act=True),
-        Op("gelu_apprx_tanh", _gelu_tanh, 1, act=True),
-        Op("sin", np.sin, 1, act=True),
-        # not on the hardware
-        Op("divide", np.divide, 2, hardware=False, hint=_NO_DIVIDE),
-        Op("mod", np.mod, 2, hardware=False, hint="no modulo operator on any engine"),
-        Op("fmod", np.fmod, 2, hardware=False, hint="no modulo operator on any engine"),
-    ]
-}
+
+def make_ops(cls=None) -> dict:
+    """name -> operator, each an instance of `cls` (an Op subclass; Op itself by default)."""
+    cls = cls or Op
+    return {op.name: cls(op.name, op.fn, op.arity, alu=op.alu, act=op.act, reduce=op.reduce, hardware=op.hardware,
+                         hint=op.hint) for op in _TABLE}
+
+
+_TABLE = [
+    # binary ALU operators (VectorE; power runs on GpSimd)
+    Op("add", np.add, 2, alu=True, reduce=np.sum),
+    Op("subtract", np.subtract, 2, alu=True),
+    Op("multiply", np.multiply, 2, alu=True, reduce=np.prod),
+    Op("maximum", np.maximum, 2, alu=True, reduce=np.max),
+    Op("minimum", np.minimum, 2, alu=True, reduce=np.min),
+    Op("equal", _cmp(np.equal), 2, alu=True),
+    Op("not_equal", _cmp(np.not_equal), 2, alu=True),
+    Op("greater", _cmp(np.greater), 2, alu=True),
+    Op("greater_equal", _cmp(np.greater_equal), 2, alu=True),
+    Op("less", _cmp(np.less), 2, alu=True),
+    Op("less_equal", _cmp(np.less_equal), 2, alu=True),
+    Op("power", np.power, 2, alu=True),
+    Op("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b)), 2, alu=True),
+    Op("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)), 2, alu=True),
+    # unary: ALU operators and/or ScalarE activation functions
+    Op("abs", np.abs, 1, alu=True, act=True),
+    Op("square", np.square, 1, alu=True, act=True),
+    Op("relu", lambda x: np.maximum(x, f32(0)), 1, alu=True, act=True),
+    Op("rsqrt", lambda x: f32(1) / np.sqrt(x), 1, alu=True, act=True),
+    Op("reciprocal", lambda x: f32(1) / x, 1, alu=True, act=True),
+    Op("copy", lambda x: x, 1, act=True),
+    Op("sigmoid", _sigmoid, 1, act=True),
+    Op("tanh", np.tanh, 1, act=True),
+    Op("exp", np.exp, 1, act=True),
+    Op("log", np.log, 1, act=True),
+    Op("sqrt", np.sqrt, 1, act=True),
+    Op("sign", np.sign, 1, act=True),
+    Op("silu", lambda x: x * _sigmoid(x), 1, act=True),
+    Op("gelu_apprx_tanh", _gelu_tanh, 1, act=True),
+    Op("sin", np.sin, 1, act=True),
+    # not on the hardware
+    Op("divide", np.divide, 2, hardware=False, hint=_NO_DIVIDE),
+    Op("mod", np.mod, 2, hardware=False, hint="no modulo operator on any engine"),
+    Op("fmod", np.fmod, 2, hardware=False, hint="no modulo operator on any engine"),
+]
+
+OPS = make_ops()

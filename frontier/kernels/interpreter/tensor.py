@@ -8,7 +8,14 @@ under 2-D keeps a trailing size-1 dim. HBM tensors drop integer-indexed dims. Sl
 
 New storage is filled with NaN (floats) or 4 (integers), as the official simulator does, so reading memory that was
 never written shows up as NaN in the result. PSUM storage also records, per element, what last wrote it (nothing, a
-matmul, or another instruction) so that accumulating into PSUM that no matmul started is refused.
+matmul, or another instruction) so that accumulating into PSUM that no matmul started is refused, and its byte offset
+in a partition under the tightest packing (memory.py).
+
+`Tensor.ap(pattern, offset, scalar_offset, indirect_dim)` is the raw access pattern of the NKI docs
+(deep-dives/nki-aps.rst): [step, num] pairs over the storage itself (not composable with the view it is called on), a
+start offset in elements, and a runtime `scalar_offset` (a dynamic loop's register, or a (1, 1) int32 SBUF tile)
+that moves the start by scalar_offset * prod(storage shape[indirect_dim + 1:]). It is how a kernel addresses HBM rows
+from a dynamic loop's variable.
 """
 
 from __future__ import annotations
@@ -54,16 +61,26 @@ class DynSlice:
 
 
 class Storage:
-    """One allocation. The interpreter's memory accounting watches its lifetime (see memory.py)."""
+    """One allocation. The interpreter's memory accounting watches its lifetime (see memory.py).
 
-    __slots__ = ("array", "buffer", "written", "name", "__weakref__")
+    `input`: an HBM tensor the kernel was called with; `dma_written`: a DMA wrote into it (inputs a kernel writes
+    are copied back to the caller's arrays, as the simulator does); `psum_offset`: bytes from the start of a
+    partition's PSUM under the tightest packing (memory.py)."""
 
-    def __init__(self, shape: tuple[int, ...], dtype, buffer: MemoryRegion, name: str = ""):
+    __slots__ = ("array", "buffer", "written", "name", "input", "dma_written", "psum_offset", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype, buffer: MemoryRegion, name: str = "", fill: bool = True):
         dtype = np.dtype(dtype)
-        self.array = np.full(shape, np.nan if is_float(dtype) else 4, dtype=dtype)
+        if fill:
+            self.array = np.full(shape, np.nan if is_float(dtype) else 4, dtype=dtype)
+        else:  # trace mode and inputs: the values are never read before being set (or never at all)
+            self.array = np.empty(shape, dtype=dtype)
         self.buffer = buffer
         self.written = np.zeros(shape, np.uint8) if buffer is MemoryRegion.psum else None
         self.name = name
+        self.input = False
+        self.dma_written = False
+        self.psum_offset = 0
 
     @property
     def bytes_per_partition(self) -> int:
@@ -155,6 +172,48 @@ class Tensor:
             data = data[None]
         return Tensor(self.storage, data, written, p0)
 
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None) -> "Tensor":
+        """The raw access pattern over this tensor's storage (module docstring). `offset` None keeps this view's
+        start; steps are in elements and must be positive; the whole pattern must lie inside the storage."""
+        if vector_offset is not None or dtype is not None:
+            raise UnsupportedError("Tensor.ap(vector_offset=..., dtype=...) is not in the interpreted subset")
+        base = self.storage.array
+        pattern = [tuple(int(v) for v in p) for p in pattern]
+        if not pattern or any(len(p) != 2 or p[0] < 1 or p[1] < 1 for p in pattern):
+            raise KernelError(f"ap: pattern must be [step, num] pairs with positive steps and counts, got {pattern}")
+        start = self._element_offset() if offset is None else int(offset)
+        if scalar_offset is not None:
+            if not 0 <= indirect_dim < base.ndim:
+                raise KernelError(f"ap: indirect_dim {indirect_dim} is not a dim of the storage {base.shape}")
+            start += _runtime_index(scalar_offset) * math.prod(base.shape[indirect_dim + 1:])
+        last = start + sum((num - 1) * step for step, num in pattern)
+        if start < 0 or last >= base.size:
+            raise LimitError(f"ap: pattern {pattern} from element {start} reaches element {last} of a storage of "
+                             f"{base.size} ({base.shape})")
+        p0 = 0
+        if self.on_chip:
+            free = base.size // base.shape[0]
+            if pattern[0][0] != free:
+                raise LimitError(f"ap: the partition step of an on-chip access pattern must be the storage's free "
+                                 f"size {free}, got {pattern[0][0]}")
+            p0 = start // free
+            if (start % free) + sum((num - 1) * step for step, num in pattern[1:]) >= free:
+                raise LimitError(f"ap: pattern {pattern} from element {start} runs past the end of a partition")
+        shape = tuple(num for _, num in pattern)
+        strides = tuple(step * base.itemsize for step, _ in pattern)
+        data = np.lib.stride_tricks.as_strided(base.reshape(-1)[start:], shape, strides)
+        written = None
+        if self.storage.written is not None:
+            written = np.lib.stride_tricks.as_strided(self.storage.written.reshape(-1)[start:], shape,
+                                                      tuple(step for step, _ in pattern))
+        if self.on_chip and data.ndim < 2:
+            data, written = data[..., None], None if written is None else written[..., None]
+        return Tensor(self.storage, data, written, p0)
+
+    def _element_offset(self) -> int:
+        base = self.storage.array
+        return (self._np.__array_interface__["data"][0] - base.__array_interface__["data"][0]) // base.itemsize
+
     def reshape(self, shape) -> "Tensor":
         shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
         if -1 in shape:
@@ -181,6 +240,18 @@ class Tensor:
     def __repr__(self) -> str:
         name = f" {self.storage.name!r}" if self.storage.name else ""
         return f"<Tensor{name} {self.shape} {self.dtype} {self.buffer.value}>"
+
+
+def _runtime_index(value) -> int:
+    """The value of a runtime index: a dynamic loop's register, or a (1, 1) integer SBUF tile."""
+    if hasattr(value, "_runtime_value"):
+        return value._runtime_value()
+    if isinstance(value, Tensor):
+        if value.buffer is not MemoryRegion.sbuf or value.size != 1 or is_float(value.dtype):
+            raise KernelError(f"a scalar_offset tile must be a (1, 1) integer SBUF tile, got {value!r}")
+        return int(value._np.reshape(-1)[0])
+    raise KernelError(f"scalar_offset must be a register (a dynamic loop's variable) or a (1, 1) SBUF tile, got "
+                      f"{type(value).__name__}: a compile-time offset goes in offset=")
 
 
 def _view_as(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

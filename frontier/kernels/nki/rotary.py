@@ -10,7 +10,7 @@ position n % T, so N must be a multiple of T. Tables are fp32; x may be fp32 or 
 Tiling: tokens on the partitions, 128 per tile (the last tile takes N % 128), the whole row H * hd along the free dim,
 so the rotate-half is a pair of strided views of the tile (x viewed as [rows, H, 2, hd/2]) and nothing crosses
 partitions. A tile starting at token r0 needs the table rows (r0 + i) % T: its "phase" r0 % T decides them. Tiles are
-processed grouped by phase; for each phase the kernel builds, once, two [rows, H, 2, hd/2] tables in SBUF,
+processed grouped by phase (lists, not dicts: NKI dict keys must be strings); for each phase the kernel builds, once, two [rows, H, 2, hd/2] tables in SBUF,
     cc = [cos, cos] per head,   ss = [sin, -sin] per head (backward: [-sin, sin]),
 so that every tile is  y = x * cc + swap(x) * ss  with swap(x) = [x2, x1] per head. A phase table is filled by DMA,
 each table row from HBM at most once per phase; a row it needs again (T < 128: the sequence repeats within a tile)
@@ -32,21 +32,28 @@ import nki.language as nl
 
 def _segments(phase, rows, period):
     """How to fill a phase table of `rows` partitions with table rows (phase + i) % period: a list of
-    (partition, count, table_row, from_partition): from HBM table_row.. when from_partition is None, else an SBUF copy
-    of partitions from_partition.. of the same tile (rows loaded earlier in it). Pure trace-time Python."""
-    where = {}  # table row -> the partition holding it
+    (partition, count, table_row, from_partition): from HBM table_row.. when from_partition < 0, else an SBUF copy of
+    partitions from_partition.. of the same tile (rows loaded earlier in it). Pure trace-time code (in the NKI
+    language: `where` is a list indexed by table row, -1 where no partition holds it yet)."""
+    where = []
+    for _ in range(period):
+        where.append(-1)
     segs = []
     for p in range(rows):
         j = (phase + p) % period
-        src = where.get(j)
-        last = segs[-1] if segs else None
-        if last is not None and last[3] is None and src is None and last[2] + last[1] == j:
-            segs[-1] = (last[0], last[1] + 1, last[2], None)
-        elif last is not None and last[3] is not None and src is not None and last[3] + last[1] == src:
-            segs[-1] = (last[0], last[1] + 1, last[2], last[3])
-        else:
+        src = where[j]
+        extended = False
+        if len(segs) > 0:
+            p0, count, j0, src0 = segs[len(segs) - 1]
+            if src0 < 0 and src < 0 and j0 + count == j:
+                extended = True
+            if src0 >= 0 and src >= 0 and src0 + count == src:
+                extended = True
+            if extended:
+                segs[len(segs) - 1] = (p0, count + 1, j0, src0)
+        if not extended:
             segs.append((p, 1, j, src))
-        if src is None:
+        if src < 0:
             where[j] = p
     return segs
 
@@ -57,7 +64,7 @@ def _phase_tables(cos, sin, phase, rows, heads, half, inverse):
     ct = nl.ndarray((rows, half), dtype=nl.float32, buffer=nl.sbuf)
     st = nl.ndarray((rows, half), dtype=nl.float32, buffer=nl.sbuf)
     for p, count, j, src in _segments(phase, rows, period):
-        if src is None:
+        if src < 0:
             nisa.dma_copy(dst=ct[p:p + count, :], src=cos[j:j + count, :])
             nisa.dma_copy(dst=st[p:p + count, :], src=sin[j:j + count, :])
         else:
@@ -74,6 +81,14 @@ def _phase_tables(cos, sin, phase, rows, heads, half, inverse):
     return cc, ss
 
 
+def _find(values, v):
+    """The index of v in the list `values`, -1 if absent."""
+    for i in range(len(values)):
+        if values[i] == v:
+            return i
+    return -1
+
+
 def _rope(x, cos, sin, inverse):
     n, width = x.shape
     period, half = cos.shape
@@ -84,13 +99,21 @@ def _rope(x, cos, sin, inverse):
     heads = width // hd
     pmax = nl.tile_size.pmax
     y = nl.ndarray((n, width), dtype=x.dtype, buffer=nl.shared_hbm)
-    groups = {}  # phase -> the tiles (r0, rows) with that phase, in order of first appearance
+    phases = []  # the distinct tile phases r0 % T, in order of first appearance
+    groups = []  # groups[i]: the tiles (r0, rows) of phases[i]
     for r0 in range(0, n, pmax):
-        groups.setdefault(r0 % period, []).append((r0, min(pmax, n - r0)))
-    for phase in groups:
-        tiles = groups[phase]
-        rows_max = max(rows for _, rows in tiles)
-        cc, ss = _phase_tables(cos, sin, phase, rows_max, heads, half, inverse)
+        k = _find(phases, r0 % period)
+        if k < 0:
+            phases.append(r0 % period)
+            groups.append([])
+            k = len(phases) - 1
+        groups[k].append((r0, min(pmax, n - r0)))
+    for k in range(len(phases)):
+        tiles = groups[k]
+        rows_max = 0
+        for tile in tiles:
+            rows_max = max(rows_max, tile[1])
+        cc, ss = _phase_tables(cos, sin, phases[k], rows_max, heads, half, inverse)
         for r0, rows in tiles:
             xt = nl.ndarray((rows, heads, 2, half), dtype=x.dtype, buffer=nl.sbuf)
             nisa.dma_copy(dst=xt, src=x[r0:r0 + rows, :])

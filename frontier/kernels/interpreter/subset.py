@@ -1,0 +1,312 @@
+"""The static check of a kernel's source against the documented NKI language: what the compiler would refuse.
+
+The NKI compiler does not run a kernel as Python: it parses the kernel, and every function it calls, into the AST of
+a restricted language and specializes that (nki/deep-dives/nki-compiler.rst; nki/get-started/nki-language-guide.rst:
+"not all Python constructs and libraries are supported within a NKI function"). The official simulator runs kernel
+code as ordinary Python, so "kernels that use unsupported Python constructs will execute successfully on the
+simulator but fail to compile" (nki/guides/nki_simulator.rst); so would this interpreter without this check. `run`
+applies it before a kernel executes, to the kernel and to every helper it calls (resolved through the kernel's
+globals and closure, transitively; the interpreter's own `nl`/`nisa` are not kernel code).
+
+The documented language: values None, bool, 32-bit int and float, strings, tensors; containers tuples, lists,
+"dictionaries with string-value keys" and simple classes; if / for over ranges, lists and tuples / while (all
+resolved at specialization), function calls (inlined), functions as values, assert, print, f-strings, and
+`with nl.no_reorder()`. The rules below refuse what lies outside it, each with its source:
+
+    identity      `is` / `is not`                 migration guide 0.3: "does not support Python's is / is not
+                                                   operators ... use == / != instead"
+    dict-key      a dict key that is not a string  language guide: dictionaries with string-value keys
+    comprehension list / set / dict comprehensions  not a construct of the language guide
+    generator     generator expressions            not a construct of the language guide
+    del           `del`                            not a construct of the language guide
+    raise         `raise`                          not a construct of the language guide (assert is)
+    try           try / except / finally           not a construct of the language guide
+    lambda        lambda expressions               not a construct of the language guide (named functions are)
+    yield         yield / yield from               not a construct of the language guide
+    scope         global / nonlocal                not a construct of the language guide
+    set           set displays, set()              not an NKI value or container
+    keyword-only  `*` in a kernel's signature      migration guide 0.3: "does not support the * separator in kernel
+                                                   function signatures"
+
+`is None`: the docs disagree with practice (AWS's nki-library writes `is not None`), so we decide from the
+documents: the 0.3 migration guide says the compiler does not support `is` / `is not` and makes no exception for
+None, while the language guide lists None as a value and says equality in NKI is structural, so `x == None` says the
+same thing inside the language. A kernel here therefore never writes `is`, with None or anything else.
+
+Never stricter than the docs: the check refuses only these constructs. A dict key is refused only when it is provably
+not a string (a number, arithmetic on numbers, a tuple, a comparison, a loop variable over a range, a name only ever
+bound to such values); a key whose type the source does not show is allowed. Everything the guide shows (print,
+assert, f-strings, while, lists with append, == None, nested helper functions, classes, with) passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .errors import LanguageError
+
+RULES = {
+    "identity": "`is` / `is not` is not supported (NKI 0.3 migration guide: use == / !=, also for None)",
+    "dict-key": "dict keys must be strings (NKI language guide: dictionaries with string-value keys)",
+    "comprehension": "comprehensions are not in the NKI language (use a for loop and append)",
+    "generator": "generator expressions are not in the NKI language (use a for loop)",
+    "del": "`del` is not in the NKI language (let a helper's locals end with the helper)",
+    "raise": "`raise` is not in the NKI language (use assert)",
+    "try": "try / except is not in the NKI language",
+    "lambda": "lambda is not in the NKI language (define a named function)",
+    "yield": "yield is not in the NKI language",
+    "scope": "global / nonlocal is not in the NKI language",
+    "set": "sets are not NKI values (use a list or a dict with string keys)",
+    "keyword-only": "a kernel signature may not use the keyword-only separator `*` (NKI 0.3 migration guide)",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    function: str
+    file: str
+    line: int
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} ({self.function}): {self.rule}: {self.detail}"
+
+
+STR, NUM, UNKNOWN = "str", "num", "?"
+_NUM_CALLS = {"int", "float", "len", "min", "max", "abs", "round", "sum", "range", "bool"}
+_STR_CALLS = {"str", "repr", "format"}
+_STR_METHODS = {"format", "join", "lower", "upper", "strip", "replace"}
+_RANGES = {"range", "affine_range", "sequential_range", "static_range", "dynamic_range"}
+_DICT_METHODS = {"get", "setdefault", "pop"}
+
+
+def _name_of_call(node: ast.Call) -> str | None:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+
+
+class _Function:
+    """Type facts about one function body: which names hold dicts, which hold strings or numbers."""
+
+    def __init__(self, fn: ast.AST):
+        self.dicts: set[str] = set()
+        kinds: dict[str, set] = {}
+        assigns = []
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        assigns.append((t.id, node.value))
+                        if isinstance(node.value, ast.Dict) or (isinstance(node.value, ast.Call)
+                                                                and _name_of_call(node.value) == "dict"):
+                            self.dicts.add(t.id)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                assigns.append((node.target.id, node.value))
+            elif isinstance(node, ast.For) and isinstance(node.target, ast.Name):
+                it = node.iter
+                numeric = isinstance(it, ast.Call) and _name_of_call(it) in _RANGES
+                kinds.setdefault(node.target.id, set()).add(NUM if numeric else UNKNOWN)
+        self.kinds = kinds
+        for _ in range(3):  # names bound from other names: a few rounds settle them
+            new = {k: set(v) for k, v in kinds.items()}
+            for name, value in assigns:
+                new.setdefault(name, set()).add(self.classify(value))
+            self.kinds = new
+        self.kinds = new
+
+    def name_kind(self, name: str) -> str:
+        ks = self.kinds.get(name)
+        if not ks:
+            return UNKNOWN
+        if ks == {STR}:
+            return STR
+        if NUM in ks and STR not in ks and UNKNOWN not in ks:
+            return NUM
+        return UNKNOWN
+
+    def classify(self, e: ast.AST) -> str:
+        if isinstance(e, ast.Constant):
+            return STR if isinstance(e.value, str) else NUM
+        if isinstance(e, ast.JoinedStr):
+            return STR
+        if isinstance(e, ast.Name):
+            return self.name_kind(e.id)
+        if isinstance(e, ast.BinOp):
+            sides = {self.classify(e.left), self.classify(e.right)}
+            return STR if STR in sides else NUM if NUM in sides else UNKNOWN
+        if isinstance(e, ast.UnaryOp):
+            return NUM if isinstance(e.op, (ast.USub, ast.UAdd, ast.Not, ast.Invert)) else UNKNOWN
+        if isinstance(e, (ast.Compare, ast.BoolOp, ast.Tuple, ast.List, ast.Dict, ast.Set)):
+            return NUM  # not a string
+        if isinstance(e, ast.IfExp):
+            both = {self.classify(e.body), self.classify(e.orelse)}
+            return both.pop() if len(both) == 1 else UNKNOWN
+        if isinstance(e, ast.Call):
+            name = _name_of_call(e)
+            if isinstance(e.func, ast.Name) and name in _NUM_CALLS:
+                return NUM
+            if isinstance(e.func, ast.Name) and name in _STR_CALLS:
+                return STR
+            if isinstance(e.func, ast.Attribute) and name in _STR_METHODS:
+                return STR
+        return UNKNOWN
+
+
+class _Checker(ast.NodeVisitor):
+    def __init__(self, file: str, first_line: int, function: str):
+        self.file, self.offset, self.function = file, first_line - 1, function
+        self.found: list[Violation] = []
+        self.calls: set[str] = set()
+        self.scopes: list[_Function] = []
+
+    def add(self, rule: str, node: ast.AST, detail: str = "") -> None:
+        self.found.append(Violation(rule, self.function, self.file, self.offset + getattr(node, "lineno", 1),
+                                    detail or RULES[rule]))
+
+    def visit_FunctionDef(self, node):
+        self.scopes.append(_Function(node))
+        self.generic_visit(node)
+        self.scopes.pop()
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_Compare(self, node):
+        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
+            self.add("identity", node)
+        self.generic_visit(node)
+
+    def _key(self, key: ast.AST, where: ast.AST) -> None:
+        if key is not None and self.scopes and self.scopes[-1].classify(key) == NUM:
+            self.add("dict-key", where, f"{RULES['dict-key']}; this key ({ast.unparse(key)}) is not a string")
+
+    def visit_Dict(self, node):
+        for k in node.keys:
+            self._key(k, node)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        if isinstance(node.value, ast.Name) and self.scopes and node.value.id in self.scopes[-1].dicts:
+            self._key(node.slice, node)
+        self.generic_visit(node)
+
+    def visit_Call(self, node):
+        f = node.func
+        if isinstance(f, ast.Name):
+            self.calls.add(f.id)
+            if f.id == "set":
+                self.add("set", node)
+        if (isinstance(f, ast.Attribute) and f.attr in _DICT_METHODS and isinstance(f.value, ast.Name)
+                and self.scopes and f.value.id in self.scopes[-1].dicts and node.args):
+            self._key(node.args[0], node)
+        self.generic_visit(node)
+
+    def _refuse(rule):  # noqa: N805  (a visitor factory)
+        def visit(self, node):
+            self.add(rule, node)
+            self.generic_visit(node)
+        return visit
+
+    visit_ListComp = visit_SetComp = visit_DictComp = _refuse("comprehension")
+    visit_GeneratorExp = _refuse("generator")
+    visit_Delete = _refuse("del")
+    visit_Raise = _refuse("raise")
+    visit_Try = _refuse("try")
+    visit_Lambda = _refuse("lambda")
+    visit_Yield = visit_YieldFrom = _refuse("yield")
+    visit_Global = visit_Nonlocal = _refuse("scope")
+    visit_Set = _refuse("set")
+    if hasattr(ast, "TryStar"):
+        visit_TryStar = _refuse("try")
+
+
+def _parse(code: types.CodeType) -> tuple[ast.AST, int]:
+    try:
+        lines, first = inspect.getsourcelines(code)
+    except (OSError, TypeError) as e:
+        raise LanguageError(f"{code.co_qualname}: its source is not available to check ({e}); a kernel's source must "
+                            "be readable, as the NKI compiler parses it") from None
+    return ast.parse(textwrap.dedent("".join(lines))), first
+
+
+@lru_cache(maxsize=None)
+def _function_violations(code: types.CodeType) -> tuple[tuple[Violation, ...], frozenset]:
+    """The violations in one function's source (nested functions included) and the names it calls."""
+    if code.co_name == "<lambda>":
+        return (Violation("lambda", "<lambda>", code.co_filename, code.co_firstlineno, RULES["lambda"]),), frozenset()
+    tree, first = _parse(code)
+    checker = _Checker(code.co_filename, first, code.co_qualname)
+    checker.visit(tree)
+    return tuple(checker.found), frozenset(checker.calls)
+
+
+def _helpers(fn, names) -> list:
+    """The Python functions `fn` calls by these names (its globals, then its closure), that are kernel code."""
+    scope = dict(fn.__globals__)
+    if fn.__closure__:
+        scope.update({n: c.cell_contents for n, c in zip(fn.__code__.co_freevars, fn.__closure__)
+                      if _cell_set(c)})
+    out = []
+    for name in sorted(names):
+        f = scope.get(name)
+        f = getattr(f, "fn", f)  # a jitted kernel called from another
+        if isinstance(f, types.FunctionType) and not f.__module__.startswith("frontier.kernels.interpreter"):
+            out.append(f)
+    return out
+
+
+def _cell_set(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def violations(fn) -> list[Violation]:
+    """Every rule the kernel `fn` and the helpers it calls (transitively) break, in source order per function."""
+    found, seen, todo = [], set(), [fn]
+    while todo:
+        f = todo.pop(0)
+        if f.__code__ in seen:
+            continue
+        seen.add(f.__code__)
+        own, calls = _function_violations(f.__code__)
+        found += own
+        if f is fn:
+            found += _signature_violations(f)
+        todo += _helpers(f, calls)
+    return found
+
+
+def _signature_violations(fn) -> list[Violation]:
+    if fn.__name__ == "<lambda>" or not fn.__code__.co_kwonlyargcount:
+        return []
+    return [Violation("keyword-only", fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno,
+                      RULES["keyword-only"])]
+
+
+def check_kernel(fn) -> None:
+    """Raise LanguageError naming every rule `fn` (and what it calls) breaks; nothing when the source is in the
+    language."""
+    found = violations(fn)
+    if found:
+        shown = "\n  ".join(str(v) for v in found[:8])
+        more = f"\n  ... and {len(found) - 8} more" if len(found) > 8 else ""
+        raise LanguageError(f"kernel {fn.__qualname__} is outside the NKI language ({len(found)} violation(s)):\n  "
+                            f"{shown}{more}")
+
+
+def check_module(module) -> dict[str, list[Violation]]:
+    """kernel name -> its violations, for every @nki.jit kernel of a module loaded by `load`."""
+    out = {}
+    for name, obj in vars(module).items():
+        fn = getattr(obj, "fn", None)
+        if isinstance(fn, types.FunctionType) and not name.startswith("_"):
+            out[name] = violations(fn)
+    return out
