@@ -89,3 +89,52 @@ RUN_SPECS = {"charged_s": ".1f", "uncharged_s": ".1f"}
 
 def runs_table(recs: Sequence[dict]) -> str:
     return markdown_table(run_rows(recs), RUN_COLUMNS, RUN_SPECS)
+
+
+# ----------------------------------------------------------------------------- what a chapter found, first
+
+
+def bpb(rec: dict, digits: int = 4) -> str:
+    """A run's val_bpb with its step count beside it, as every number in the book is printed: '1.7361 (400 steps)'."""
+    return f"{rec['val_bpb']:.{digits}f} ({rec['steps']:,} steps)"
+
+
+def bpb_group(recs: Sequence[dict], digits: int = 4) -> str:
+    """A group's val_bpb as mean ± std over its seeds, with its steps (their range where they differ):
+    '1.7361 ± 0.0014 (3 seeds, 400 steps)'."""
+    steps = sorted({r["steps"] for r in recs})
+    span = f"{steps[0]:,} steps" if len(steps) == 1 else f"{steps[0]:,}-{steps[-1]:,} steps"
+    m, s, n = mean_std(r["val_bpb"] for r in recs)
+    spread = f" ± {s:.{digits}f}" if n > 1 else ""
+    return f"{m:.{digits}f}{spread} ({n} seed{'s' if n != 1 else ''}, {span})"
+
+
+def epochs(rec: dict, train_tokens: int) -> float:
+    """How many times a run read its training split: tokens seen / training tokens."""
+    return rec["steps"] * rec["config"]["train"]["batch_size"] * rec["config"]["train"]["seq_len"] / train_tokens
+
+
+def finding_box(technique: str, writeup: str, measured: str, verdict: str) -> str:
+    """The three lines a chapter opens with, as Markdown: the write-up's figure for the technique (theirs, on Trn2),
+    what was measured here (with steps and spread), and the verdict by the project's rule."""
+    return (f"> **{technique}**  \n"
+            f"> *The write-up (theirs, one Trn2 chip, 1,800 s):* {writeup}  \n"
+            f"> *Measured here:* {measured}  \n"
+            f"> *Verdict (`frontier.study.compare.RULE`):* {verdict}")
+
+
+def source_of(*objects, lines: tuple[int, int] | None = None) -> str:
+    """The package's own source of `objects` (functions, classes, methods) as a Markdown code block, so a chapter
+    shows the lines that are the idea without defining them again; `lines`: only that (first, last) range of the
+    first object's lines, counted from 1."""
+    import inspect
+    import textwrap
+
+    parts = []
+    for obj in objects:
+        src = textwrap.dedent(inspect.getsource(obj))
+        if lines is not None and obj is objects[0]:
+            src = "\n".join(src.splitlines()[lines[0] - 1 : lines[1]])
+        where = f"{obj.__module__}.{obj.__qualname__}"
+        parts.append(f"# {where}\n{src.rstrip()}")
+    return "```python\n" + "\n\n".join(parts) + "\n```"
