@@ -28,7 +28,7 @@ import torch
 
 from ..config import RunConfig
 from ..errors import UserError
-from .ops import IMPLEMENTATIONS, OPS, calls, reset_calls
+from .ops import IMPLEMENTATIONS, LOGITS, OPS, calls, reset_calls
 
 REFERENCE = "reference"
 
@@ -211,6 +211,12 @@ def implementations(cfg: RunConfig, device=None, observed: dict | None = None) -
     out = {op: "+".join(sorted(impls)) for op, impls in observed.items()}
     if cfg.train.compile_optimizer and "newton_schulz" in out:
         out["newton_schulz"] += " (inside a compiled Muon step)"
+    if LOGITS in out:  # the head's backward: which path ran, and the budget that chose it
+        from .reference import KEEP_ELEMENTS
+
+        out[LOGITS] = (" and ".join(f"{path} in {n} backward{'s' if n != 1 else ''}"
+                                    for path, n in sorted(observed[LOGITS].items()))
+                       + f" (kept when the logits have at most {KEEP_ELEMENTS} fp32 elements)")
     return {**out, **components(cfg, device)}
 
 
@@ -227,5 +233,5 @@ def status(device=None) -> list[dict]:
     return rows
 
 
-__all__ = ["IMPLEMENTATIONS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
+__all__ = ["IMPLEMENTATIONS", "LOGITS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
            "default_for", "implementations", "op_cases", "reset_calls", "status"]

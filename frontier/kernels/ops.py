@@ -17,6 +17,10 @@ implementation that runs behind it (a string argument of the op, so a compiled g
     interpreter  the NKI kernel's unmodified source run by the project's NumPy interpreter (any machine; slow)
     nki          the NKI kernel on a NeuronCore (`frontier.kernels.neuron`: torch-neuronx's `nki_op`)
 
+The head keeps tanh(logits / cap) for its backward when the logits fit `reference.KEEP_ELEMENTS` (a stated
+budget), else recomputes them in chunks; each backward counts which path ran under
+`head_softcap_cross_entropy_logits` (`kept` or `recomputed`; the kernels always recompute).
+
 There is no fallback: an implementation that cannot run raises. Every call is counted per (op, implementation) as
 it runs (`calls()`, `reset_calls()`); a run record's `implementations` are read from these counts, not from the
 config. `frontier.kernels.check` refuses, before training, an implementation that cannot run a config.
@@ -30,6 +34,7 @@ import torch
 IMPLEMENTATIONS = ("reference", "interpreter", "nki")
 OPS = ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy", "newton_schulz", "adamw_step")
 _CALLS: Counter = Counter()  # (op or op.backward, implementation) -> calls
+LOGITS = "head_softcap_cross_entropy_logits"  # the head's backward: "kept" or "recomputed" logits
 
 
 def backend(impl: str):
@@ -49,9 +54,9 @@ def backend(impl: str):
     raise ValueError(f"unknown kernel implementation {impl!r}; choose one of {', '.join(IMPLEMENTATIONS)}")
 
 
-def _run(name: str, impl: str, fn: str, *args):
+def _run(name: str, impl: str, fn: str, *args, **kwargs):
     _CALLS[(name, impl)] += 1
-    return getattr(backend(impl), fn)(*args)
+    return getattr(backend(impl), fn)(*args, **kwargs)
 
 
 def calls() -> dict[str, dict[str, int]]:
@@ -168,7 +173,7 @@ def _relu2_mlp_backward(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, dy:
 
 
 def _saved_shape(x, w1, impl):
-    """The reference saves h = x W1^T for its backward; a kernel recomputes it and saves nothing."""
+    """The reference saves r = relu(x W1^T) for its backward; a kernel recomputes it and saves nothing."""
     return (*x.shape[:-1], w1.size(0)) if impl == "reference" else (0,)
 
 
@@ -203,21 +208,44 @@ def relu2_mlp(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, impl: str = "
 
 
 # ---------------------------------------------------------------------------------------------------- head + CE
+def _reference():
+    from . import reference
+
+    return reference
+
+
+def _kept_shape(hidden, w, impl):
+    """The reference keeps tanh(l / cap) (N, V) for its backward when it fits the budget; else nothing is kept."""
+    n, v = hidden.size(0), w.size(0)
+    return (n, v) if impl == "reference" and _reference().keeps_logits(n, v) else (0,)
+
+
 @torch.library.custom_op("frontier::head_softcap_cross_entropy", mutates_args=())
 def _head_ce(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, cap: float, impl: str,
              bias_row: Optional[torch.Tensor], bias_tokens: Optional[torch.Tensor],
-             bias_values: Optional[torch.Tensor], bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    return _run("head_softcap_cross_entropy", impl, "head_ce_fwd", hidden, w, targets, cap,
-                (bias_row, bias_tokens, bias_values, bias_dense))
+             bias_values: Optional[torch.Tensor], bias_dense: Optional[torch.Tensor]
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out = _run("head_softcap_cross_entropy", impl, "head_ce_fwd", hidden, w, targets, cap,
+               (bias_row, bias_tokens, bias_values, bias_dense))
+    if len(out) == 2:  # a kernel: nothing kept
+        out = (*out, hidden.new_empty((0,), dtype=torch.float32))
+    return tuple(out)
 
 
 @torch.library.custom_op("frontier::head_softcap_cross_entropy_backward", mutates_args=())
 def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor,
-                      dloss: torch.Tensor, cap: float, impl: str, bias_row: Optional[torch.Tensor],
+                      dloss: torch.Tensor, kept: torch.Tensor, cap: float, impl: str, bias_row: Optional[torch.Tensor],
                       bias_tokens: Optional[torch.Tensor], bias_values: Optional[torch.Tensor],
                       bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets, lse,
-                               dloss, cap, (bias_row, bias_tokens, bias_values, bias_dense))
+    bias = (bias_row, bias_tokens, bias_values, bias_dense)
+    _CALLS[(LOGITS, "kept" if kept.numel() else "recomputed")] += 1
+    if kept.numel():
+        dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
+                                   lse, dloss, cap, bias, kept=kept)
+    else:
+        dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
+                                   lse, dloss, cap, bias)
+
     def empty():
         return hidden.new_empty((0,), dtype=torch.float32)
 
@@ -227,11 +255,13 @@ def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tens
 @_head_ce.register_fake
 def _(hidden, w, targets, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
     n = hidden.size(0)
-    return hidden.new_empty((n,), dtype=torch.float32), hidden.new_empty((n,), dtype=torch.float32)
+    f32 = torch.float32
+    return (hidden.new_empty((n,), dtype=f32), hidden.new_empty((n,), dtype=f32),
+            hidden.new_empty(_kept_shape(hidden, w, impl), dtype=f32))
 
 
 @_head_ce_backward.register_fake
-def _(hidden, w, targets, lse, dloss, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
+def _(hidden, w, targets, lse, dloss, kept, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
     f32 = torch.float32
     drow = hidden.new_empty((w.size(0),) if bias_row is not None else (0,), dtype=f32)
     dvals = hidden.new_empty(bias_values.shape if bias_values is not None else (0,), dtype=f32)
@@ -241,16 +271,17 @@ def _(hidden, w, targets, lse, dloss, cap, impl, bias_row, bias_tokens, bias_val
 def _head_ce_setup(ctx, inputs, output):
     hidden, w, targets, ctx.cap, ctx.impl, row, toks, vals, dense = inputs
     ctx.has = (row is not None, toks is not None, vals is not None, dense is not None)
-    ctx.save_for_backward(hidden, w, targets, output[1], *(t for t in (row, toks, vals, dense) if t is not None))
+    ctx.save_for_backward(hidden, w, targets, output[1], output[2],
+                          *(t for t in (row, toks, vals, dense) if t is not None))
 
 
-def _head_ce_grad(ctx, dloss, _dlse):
-    hidden, w, targets, lse, *present = ctx.saved_tensors
+def _head_ce_grad(ctx, dloss, _dlse, _dkept):
+    hidden, w, targets, lse, kept, *present = ctx.saved_tensors
     it = iter(present)
     row, toks, vals, dense = (next(it) if has else None for has in ctx.has)
     if dense is not None and ctx.needs_input_grad[8]:
         raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
-    dh, dw, drow, dvals = _head_ce_backward(hidden, w, targets, lse, dloss.contiguous(), ctx.cap, ctx.impl,
+    dh, dw, drow, dvals = _head_ce_backward(hidden, w, targets, lse, dloss.contiguous(), kept, ctx.cap, ctx.impl,
                                             row, toks, vals, dense)
     return (dh, dw, None, None, None, drow if row is not None else None, None,
             dvals if vals is not None else None, None)
@@ -265,7 +296,8 @@ def head_softcap_cross_entropy(hidden: torch.Tensor, w: torch.Tensor, targets: t
     """Per-position cross-entropy (nats, fp32, shape (N,)) of z = cap tanh(hidden W^T / cap) + bias, for hidden
     (N, D), W (V, D), targets (N,). The bias: a row added to every position (V,), sparse corrections `bias_values`
     (N, E) scattered at `bias_tokens` (N, E) (the n-gram mix of a training batch), or a dense (N, V) one
-    (evaluation). Its logits are computed a chunk of rows at a time, forward and backward."""
+    (evaluation). Its logits are kept for the backward when they fit the stated budget
+    (`reference.KEEP_ELEMENTS`), else computed a chunk of rows at a time, forward and backward."""
     hidden, w = _autocast(hidden, w)
     return _head_ce(hidden.contiguous(), w, targets.contiguous(), float(cap), impl, bias_row, bias_tokens,
                     bias_values, bias_dense)[0]
