@@ -233,6 +233,26 @@ def test_compiled_model_is_one_graph_with_one_node_per_op_call():
     assert targets.count("frontier.head_softcap_cross_entropy.default") == 1
 
 
+def test_compiled_cpu_reference_is_traced_through_and_counted_per_call_as_inlined():
+    """On the CPU the reference is traced into the graph (no opaque op node), and every op call leaves a
+    `frontier::count` node that counts it as it runs, forward and backward, as `reference (inlined ...)`."""
+    cfg, graphs, nodes = _compiled_graph_targets("reference")
+    assert len(graphs) == 1
+    targets = [t for t, _ in nodes]
+    assert not [t for t in targets if t.startswith("frontier.") and t != "frontier.count.default"]
+    counted = [args[1] for t, args in nodes if t == "frontier.count.default"]
+    L = cfg.model.n_layer
+    assert counted.count("rmsnorm") == 4 * L + 2 and counted.count("rotary") == 2 * L
+    assert counted.count("relu2_mlp") == L and counted.count("head_softcap_cross_entropy") == 1
+    seen = kernels.calls()  # one compiled call, forward and backward, counted when it ran
+    for op in ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy"):
+        n = counted.count(op)
+        assert seen[op] == {ops.INLINED: n} and seen[f"{op}.backward"] == {ops.INLINED: n}
+    assert seen[ops.LOGITS] == {"kept": 1}
+    rec = kernels.implementations(cfg, observed=seen)
+    assert rec["rmsnorm"] == "reference (inlined into the compiled graph)"
+
+
 def test_the_head_keeps_its_logits_within_the_budget_and_recomputes_in_chunks_beyond(monkeypatch):
     """The memory budget decides: kept when N x V fits, recomputed chunk by chunk otherwise; same gradients both
     ways, and the count says which path ran."""
