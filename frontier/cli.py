@@ -130,6 +130,9 @@ def cmd_train(a) -> int:
 
         rec = load_record(a.resume)
         resumed = RunConfig.from_dict(rec["config"])
+        if a.clock and a.clock != resumed.train.clock:
+            raise UserError(f"the run in {a.resume!r} ran under the {resumed.train.clock} clock, not --clock {a.clock}",
+                            f"drop --clock (or pass --clock {resumed.train.clock}): --resume continues its own clock")
         # a resumed run reads its own data folder, so no profile is needed to find it
         data, profile, nproc = a.data or rec["data"]["folder"], None, a.nproc or rec.get("world_size", 1)
     else:
@@ -143,7 +146,7 @@ def cmd_train(a) -> int:
 
     def config(dataset, kernels):
         return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
-                       ngram=ngram, optim=optim)
+                       ngram=ngram, optim=optim, clock=a.clock)
 
     def default_run_dir(cfg) -> Path:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -187,7 +190,7 @@ def cmd_train(a) -> int:
         procs = (f"; {dist.world_size} processes ({dist.backend}), {dist.rank_batch(cfg.train.batch_size)} of the "
                  f"batch's {cfg.train.batch_size} rows each" if dist.enabled else "")
         print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}), kernels "
-              f"{cfg.train.kernels}; "
+              f"{cfg.train.kernels}, {cfg.train.clock} clock; "
               f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}{procs}; run folder "
               f"{run_dir}", flush=True)
     rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
@@ -198,6 +201,11 @@ def cmd_train(a) -> int:
     print(f"loss curve: {run_dir / 'loss.png'}")
     print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
           f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})")
+    if rec.get("probe"):
+        pr = rec["probe"]
+        print(f"reference clock: {rec['charged_s']:.1f} reference s for {rec['charged_wall_s']:.1f} wall s; probe "
+              f"{pr['name']} {pr['probe_s_median'] * 1e3:.1f} ms (reference {pr['ref_s'] * 1e3:.1f} ms), drift "
+              f"{pr['drift']:.1%}{' (DRIFTED: over ' + format(pr['drift_limit'], '.0%') + ')' if pr['drifted'] else ''}")
     if "val_bpb_ema" in rec:
         print(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
               f"(val_bpb: mix {cfg.train.ema.mix:g} of the EMA)")
@@ -531,6 +539,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "PyTorch, the NKI kernels in the interpreter (slow, for verification), or the NKI kernels on "
                         "Neuron (default: nki on a Neuron device, reference elsewhere); see `frontier kernels`")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--clock", choices=("wall", "reference"),
+                   help="what a charged second is: wall, a second of wall time (the competition's), or reference, a "
+                        "second of the reference machine, from a speed probe timed during the run (default: the "
+                        "profile's: reference for smoke and cpu, wall for gpu and trn2; recorded in the config)")
     d = s.add_argument_group("data parallelism", "N processes on this machine share every batch: the profile's "
                              "batch_size stays the global batch, each process takes batch_size / N rows of it, "
                              "gradients are averaged (all-reduce), rank 0's clock decides when to stop and rank 0 "
