@@ -74,3 +74,12 @@ def test_replay_drives_the_schedules_with_the_fractions_the_run_ran_at(tmp_path)
     losses = rec["curve"]["train_loss"]
     assert replay_losses(cfg, data, dev, 0, 6, rec["early_fracs"]) == losses
     assert replay_losses(cfg, data, dev, 0, 6) != losses
+
+
+def test_the_tuned_recipe_is_the_sized_one_with_its_screened_rate_and_warm_up_share():
+    sized, tuned = resolve("ngram-sized", "cpu"), resolve("ngram-tuned", "cpu")
+    assert (tuned.model.n_layer, tuned.model.n_embd) == (sized.model.n_layer, sized.model.n_embd)
+    assert tuned.model.bigram.lr == 0.01 and sized.model.bigram.lr != 0.01
+    assert tuned.optim.muon_momentum_warmup_frac == 0.75 and sized.optim.muon_momentum_warmup_frac is None
+    # other profiles keep their own bigram rate: the screen ran at the cpu profile only
+    assert resolve("ngram-tuned", "smoke").model.bigram.lr == resolve("ngram-sized", "smoke").model.bigram.lr
