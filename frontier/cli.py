@@ -417,6 +417,22 @@ def cmd_bench_ngram(a) -> int:
     return 0
 
 
+def cmd_clock_check(a) -> int:
+    from .records import cli_command, default_record_dir
+    from .study.clock_check import check_arguments, format_clock_check, run_clock_check
+
+    conditions = tuple(c.strip() for c in a.conditions.split(",") if c.strip())
+    check_arguments(a.recipes, a.profile, conditions, a.budget)  # before anything is trained
+    command = cli_command("clock-check", a.recipes, {"--profile": a.profile, "--seed": a.seed, "--budget": a.budget,
+                                                     "--conditions": a.conditions,
+                                                     "--spread-repeats": a.spread_repeats})
+    result = run_clock_check(a.recipes, a.profile, a.seed, a.budget, conditions, a.spread_repeats,
+                             out=a.out or default_record_dir(a.profile), command=command)
+    print(format_clock_check(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_ladder(a) -> int:
     from .profiles import get_profile
     from .study.ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
@@ -670,6 +686,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profiles", default="cpu,gpu", help="whose shapes (positions = batch x sequence, width, "
                                                           "vocabulary), comma-separated (default cpu,gpu)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
+
+    s = sub.add_parser("clock-check", help="does the reference clock buy the same steps at 2 threads, 1 thread "
+                       "and under load?", description="Train each recipe with the same seed and reference budget at "
+                       "2 threads, at 1 thread, and at 2 threads beside a CPU-bound process on one core; record "
+                       "steps and wall seconds side by side, the probe's spread and each run's drift (a bench "
+                       "record, kind clock-check; the run folders beside it).")
+    s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s.add_argument("--profile", default="cpu", help="a profile with the reference clock: smoke or cpu (default cpu)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--budget", type=_positive_float, metavar="SECONDS", help="reference seconds (default: the "
+                                                                             "profile's)")
+    s.add_argument("--conditions", default="2-threads,1-thread,loaded",
+                   help="which, comma-separated (default 2-threads,1-thread,loaded)")
+    s.add_argument("--spread-repeats", type=_positive_int, default=20, help="timings of the probe for its spread "
+                                                                             "(default 20)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/)")
+    s.set_defaults(func=cmd_clock_check)
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
                        description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "

@@ -178,3 +178,26 @@ def test_the_probe_does_not_use_the_package():
     step = probes.gpt_step_1(probes.ProbeShapes(2, 8, 16, 2, 32))
     step()  # runs, and again (its weights are updated in place, its graph rebuilt)
     step()
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nope"], "unknown recipe"),
+    (["baseline", "--profile", "trn2"], "states no reference probe time"),
+    (["baseline", "--conditions", "2-threads,sideways"], "unknown clock-check condition sideways"),
+    (["baseline", "--conditions", ","], "unknown clock-check condition"),
+])
+def test_clock_check_argument_errors_are_one_line(args, says, capsys, tmp_path):
+    assert main(["clock-check", *args, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not any(tmp_path.iterdir())  # nothing trained, nothing written
+
+
+def test_clock_check_summary_puts_each_condition_beside_the_first():
+    from frontier.study.clock_check import summarise
+
+    runs = [dict(recipe="b", condition="2-threads", steps=200, charged_wall_s=180.0),
+            dict(recipe="b", condition="1-thread", steps=190, charged_wall_s=360.0)]
+    s = summarise(runs)["b"]
+    assert s["2-threads"]["steps_rel"] == 0.0 and s["1-thread"]["steps_rel"] == pytest.approx(-0.05)
+    assert s["1-thread"]["wall_ratio"] == 2.0

@@ -34,6 +34,9 @@ PROBE_REPEATS = 3  # timed runs of the probe per timing (after one untimed), the
 # A run whose probe timings moved by more than this (slowest / fastest - 1) is flagged `drifted` in its record: its
 # machine changed speed while it trained by more than the probe's measured noise (see the profiles' notes).
 DRIFT_LIMIT = 0.15
+# The probe's own noise: how far apart two timings of it on one machine may be by chance (relative). Runs whose
+# probe ratios (`frontier.study.compare`) differ by more ran on machines, or in hours, of different speed.
+PROBE_NOISE = 0.10
 
 
 @dataclass
