@@ -422,12 +422,13 @@ def cmd_clock_check(a) -> int:
     from .study.clock_check import check_arguments, format_clock_check, run_clock_check
 
     conditions = tuple(c.strip() for c in a.conditions.split(",") if c.strip())
-    check_arguments(a.recipes, a.profile, conditions, a.budget)  # before anything is trained
+    check_arguments(a.recipes, a.profile, conditions, a.budget, a.probe_only)  # before anything is trained
     command = cli_command("clock-check", a.recipes, {"--profile": a.profile, "--seed": a.seed, "--budget": a.budget,
                                                      "--conditions": a.conditions,
-                                                     "--spread-repeats": a.spread_repeats})
+                                                     "--spread-repeats": a.spread_repeats,
+                                                     "--probe-only": a.probe_only})
     result = run_clock_check(a.recipes, a.profile, a.seed, a.budget, conditions, a.spread_repeats,
-                             out=a.out or default_record_dir(a.profile), command=command)
+                             out=a.out or default_record_dir(a.profile), command=command, probe_only=a.probe_only)
     print(format_clock_check(result))
     print(f"bench record: {result['path']}")
     return 0
@@ -692,7 +693,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "2 threads, at 1 thread, and at 2 threads beside a CPU-bound process on one core; record "
                        "steps and wall seconds side by side, the probe's spread and each run's drift (a bench "
                        "record, kind clock-check; the run folders beside it).")
-    s.add_argument("recipes", nargs="+", metavar="RECIPE")
+    s.add_argument("recipes", nargs="*", metavar="RECIPE")
+    s.add_argument("--probe-only", action="store_true", help="time the probe's spread only (how a profile's "
+                   "reference probe time is measured); no recipes")
     s.add_argument("--profile", default="cpu", help="a profile with the reference clock: smoke or cpu (default cpu)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--budget", type=_positive_float, metavar="SECONDS", help="reference seconds (default: the "

@@ -46,9 +46,12 @@ def _busy_process() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "while True: pass"], preexec_fn=pin)
 
 
-def check_arguments(recipes: list[str], profile: str, conditions: tuple[str, ...], budget_s: float | None) -> None:
+def check_arguments(recipes: list[str], profile: str, conditions: tuple[str, ...], budget_s: float | None,
+                    probe_only: bool = False) -> None:
     """Every argument error, each in one line, before anything is trained or written."""
-    if not recipes:
+    if probe_only and recipes:
+        raise UserError("--probe-only trains nothing, but recipes were given", "drop the recipes or --probe-only")
+    if not recipes and not probe_only:
         raise UserError("clock-check needs at least one recipe", "pass recipe names, e.g. baseline ngram-sized")
     for r in recipes:
         get_recipe(r)
@@ -76,13 +79,15 @@ def probe_spread(profile: str, repeats: int = 20) -> dict:
 
 def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, budget_s: float | None = None,
                     conditions: tuple[str, ...] = CONDITIONS, spread_repeats: int = 20,
-                    out: str | Path | None = None, command: list[str] | None = None, log=print) -> dict:
+                    out: str | Path | None = None, command: list[str] | None = None, log=print,
+                    probe_only: bool = False) -> dict:
     """Train each recipe under each condition (see the module's docstring) and write a bench record to `out` (a
-    folder or a new .json file; the run folders go beside it, in `clock-check-runs-TIME/`)."""
+    folder or a new .json file; the run folders go beside it, in `clock-check-runs-TIME/`). `probe_only`: time the
+    probe's spread and nothing else (how a profile's reference probe time is measured)."""
     conditions = tuple(conditions)
-    check_arguments(recipes, profile, conditions, budget_s)
+    check_arguments(recipes, profile, conditions, budget_s, probe_only)
     p = get_profile(profile)
-    path = records.new_record_path(out, "clock-check", recipes) if out is not None else None
+    path = records.new_record_path(out, "clock-check", list(recipes) or ["probe"]) if out is not None else None
     root = (path.parent if path else Path("runs") / "bench" / p.name) / f"clock-check-runs-{time.strftime('%Y%m%d-%H%M%S')}"
     dev = select_device("cpu")
     threads0 = torch.get_num_threads()
@@ -115,10 +120,11 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
             log(f"    {rec['steps']} steps, {rec['charged_wall_s']:.1f} wall s charged ({rec['wall_s']:.1f} wall s "
                 f"of steps), probe {pr['probe_s_median'] * 1e3:.1f} ms, drift {pr['drift']:.1%}")
     body = {"profile": p.name, "seed": seed, "budget_s": budget_s or p.budget_s, "clock": "reference",
-            "probe": {"name": p.probe, "source_sha256": source_hash(p.probe), "ref_s": p.probe_ref_s},
+            "probe": {"name": p.probe, "source_sha256": source_hash(p.probe), "ref_s": p.probe_ref_s,
+                      "shapes": vars(ProbeShapes.of(p))},
             "spread": spread, "runs": runs, "summary": summarise(runs)}
     arguments = {"recipes": list(recipes), "profile": p.name, "seed": seed, "budget_s": budget_s,
-                 "conditions": list(conditions), "spread_repeats": spread_repeats}
+                 "conditions": list(conditions), "spread_repeats": spread_repeats, "probe_only": probe_only}
     return records.bench_record("clock-check", arguments, command, "frontier.study.clock_check.run_clock_check",
                                 body, path, cpu=True)
 
