@@ -273,7 +273,7 @@ def cmd_profiles(a) -> int:
     width = max(len(n) for n in PROFILES) + 2
     for name, p in PROFILES.items():
         print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
-              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s"
+              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s ({p.clock} clock)"
               + (f", {p.nproc} processes" if p.nproc > 1 else ""))
     return 0
 

@@ -201,3 +201,39 @@ def test_clock_check_summary_puts_each_condition_beside_the_first():
     s = summarise(runs)["b"]
     assert s["2-threads"]["steps_rel"] == 0.0 and s["1-thread"]["steps_rel"] == pytest.approx(-0.05)
     assert s["1-thread"]["wall_ratio"] == 2.0
+
+
+def test_only_wall_clock_records_are_tied_to_their_hardware():
+    from types import SimpleNamespace
+
+    from frontier.study.experiments import mismatch
+
+    data = SimpleNamespace(manifest_hash="m")
+    here = {"cpu": "AMD EPYC", "cpu_cores": 2, "torch_threads": 2, "gpu": None}
+    there = {**here, "cpu": "Intel Xeon"}
+    for clock, why in (("wall", "trained under a budget on other hardware: cpu 'Intel Xeon'"), ("reference", None)):
+        cfg = _cfg(clock=clock)
+        rec = {"status": "finished", "config_hash": cfg.digest(), "data": {"manifest_hash": "m"}, "max_steps": None,
+               "device": {"backend": "cpu"}, "hardware": there}
+        got = mismatch(rec, cfg, data, None, "cpu", here)
+        assert got == why or (why and got.startswith(why)), got
+        assert mismatch({**rec, "hardware": here}, cfg, data, None, "cpu", here) is None
+
+
+def test_compare_prints_the_groups_probe_ratios_and_warns_past_the_noise():
+    from frontier.study.compare import format_comparison, group_records
+    from frontier.train.clock import PROBE_NOISE
+
+    def rec(name, seed, ratio, bpb):
+        probe = {"probe_s_median": 0.1 * ratio, "ref_s": 0.1} if ratio else None
+        return {"recipe": name, "config_hash": name, "seed": seed, "val_bpb": bpb, "run_dir": f"runs/{name}/s{seed}",
+                "status": "finished", "probe": probe}
+
+    close = [rec("a", s, 1.0, 2.0 + s / 100) for s in range(2)] + [rec("b", s, 1.0 + PROBE_NOISE / 2, 2.1) for s in
+                                                                    range(2)]
+    far = close[:2] + [rec("b", s, 1.0 + 2 * PROBE_NOISE, 2.1) for s in range(2)]
+    wall = [rec("a", s, None, 2.0 + s / 100) for s in range(2)] + [rec("b", s, None, 2.1) for s in range(2)]
+    out = {k: format_comparison(group_records(v), []) for k, v in (("close", close), ("far", far), ("wall", wall))}
+    assert "machine speed" in out["close"] and "warning" not in out["close"]
+    assert "warning: the groups ran on machines whose probe times differ" in out["far"]
+    assert "machine speed" not in out["wall"]
