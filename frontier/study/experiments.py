@@ -149,6 +149,7 @@ def run(
     reuse: bool = True,
     need_checkpoint: bool = False,
     log=print,
+    clock: str | None = None,
 ) -> dict:
     """Train `recipe` (a name, or a `Recipe` such as one derived for a sweep) with `profile` (or return a finished
     record the current code reproduces) and return its run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
@@ -156,9 +157,9 @@ def run(
     fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`,
     `ngram_label`, `settings_label`) so that it gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
-    committed) is trained again."""
+    committed) is trained again. `clock`: "wall" or "reference" (None: the profile's; `frontier.train.clock`)."""
     prof = get_profile(profile)
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim, clock=clock)
     if isinstance(data, Dataset):
         dataset = data
     else:
@@ -186,7 +187,8 @@ def run(
                 command=[f"frontier.study.experiments.run({cfg.recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
                          + (f", ema={ema!r}" if ema is not None else "")
-                         + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r})" if optim else ")")])
+                         + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r}" if optim else "")
+                         + (f", clock={clock!r})" if clock else ")")])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

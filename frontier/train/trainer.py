@@ -394,9 +394,10 @@ def train(
     counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
     ngram_checks = {}  # the false-hit rate of the tables, measured once training is over
     kernels.reset_calls()
-    record("running")
-    if reference:  # before anything charged: the shard counting is charged at the probe's rate too
+    if reference:  # before anything charged (the shard counting is charged at the probe's rate too), and before the
+        # record says running (from then on a signal is a clean interruption)
         time_the_probe("resume" if clock.steps else "start")
+    record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
         counting_s = dist.from_main(ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len))
         clock.add_charged(counting_s)
