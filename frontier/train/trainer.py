@@ -16,8 +16,9 @@ same step, and rank 0 alone writes the record and checkpoints and evaluates. Wit
 
 Under the reference clock (`TrainConfig.clock`, `frontier.train.clock`) the speed probe is timed before the first
 step (of each session: a resumed run times it again before going on), at every `PROBE_EVERY` of the run and once
-after the last step, all uncharged; the record's `clock` keeps every timing, and `charged_s` is in reference
-seconds beside `charged_wall_s`, the wall seconds of the same work.
+after the last step, all uncharged; the record's `probe` keeps every timing (`timings_s`), the drift and its flag,
+and `charged_s` is in reference seconds beside `charged_wall_s`, the wall seconds of the same work. Under the wall
+clock no probe runs, `probe` is None and the two are equal. `clock` names the clock.
 
 A finished run with an n-gram model records `ngram.false_hits` (`frontier.model.ngram.false_hit_rate`, uncharged, its
 seconds in `ngram.false_hits_s`): how often its tables report seen a validation context never counted, measured
@@ -325,7 +326,9 @@ def train(
         `max_charged_step_s`, the most charged seconds of one step (a run on the budget, without --steps, ends
         less than its last step's charged seconds past it); `charged_steps`, the charged steps, a warm-up step the allowance covered in part counting
         as its charged share; `tokens_per_s` = charged_steps * tokens per step / charged_step_s (None before any
-        charged step): the steps' throughput, which charged work outside the steps does not lower."""
+        charged step): the steps' throughput, which charged work outside the steps does not lower; under the
+        reference clock the charged seconds are reference seconds (`charged_wall_s` and `tokens_per_wall_s`: the
+        same in wall seconds)."""
         rec = {
             **base_record,
             "status": status,
