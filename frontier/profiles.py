@@ -83,9 +83,12 @@ COMPETITION = Profile(
     nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
 )
 
-# gpt-step-1 on REFERENCE_MACHINE (see above), at the smoke and cpu profiles' shapes.
-SMOKE_PROBE_REF_S = 0.0091
-CPU_PROBE_REF_S = 0.169
+# gpt-step-1 on REFERENCE_MACHINE (see above), at the smoke and cpu profiles' shapes: the median of 20 timings,
+# `frontier clock-check --probe-only --profile smoke|cpu` under the exclusive CPU lock, records
+# runs/bench/smoke/clock-check-probe-20261203-013837.json (8.0 ms; sd 10.5% of it, range 43%) and
+# runs/bench/cpu/clock-check-probe-20261203-013838.json (147.2 ms; sd 11.9%, range 49%).
+SMOKE_PROBE_REF_S = 0.0080
+CPU_PROBE_REF_S = 0.1472
 
 PROFILES: dict[str, Profile] = {
     p.name: p
