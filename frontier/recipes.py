@@ -158,7 +158,8 @@ def get_recipe(name: str) -> Recipe:
 
 def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None = None,
             vocab_size: int | None = None, ema: EMAConfig | None = None, kernels: str = "reference",
-            ngram: dict | None = None, sizes: dict | None = None, optim: dict | None = None) -> RunConfig:
+            ngram: dict | None = None, sizes: dict | None = None, optim: dict | None = None,
+            clock: str | None = None) -> RunConfig:
     """The full configuration of `recipe` at the scale of `profile` (optionally with another budget).
 
     `vocab_size` is the data's vocabulary, which the model takes; None means the profile's (the embedded corpus is
@@ -170,6 +171,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
     have, is a one-line `UserError`. `sizes` changes Profile fields (a size sweep: `{"n_layer": 4}`) over the
     profile's and the recipe's own size (`Recipe.sizes`). `optim` changes `OptimConfig` fields (a sweep:
     `{"matrix_lr": 0.04}`) over the recipe's own (`Recipe.optim`); an unknown field is a one-line `UserError`.
+    `clock` chooses what a charged second is, "wall" or "reference" (`frontier.train.clock`; None: the profile's);
+    the reference clock needs a profile that states its probe's reference time.
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = sized_profile(r, get_profile(profile), sizes)
@@ -215,6 +218,12 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
             raise UserError(f"the n-gram model has no setting {', '.join(sorted(set(ngram) - known))}",
                             f"choose among {', '.join(sorted(known))}")
         model = dataclasses.replace(model, ngram=dataclasses.replace(model.ngram, **ngram))
+    clock = clock or p.clock
+    if clock not in ("wall", "reference"):
+        raise UserError(f"unknown clock {clock!r}", "choose wall or reference (see frontier.train.clock)")
+    if clock == "reference" and not p.probe_ref_s:
+        raise UserError(f"profile {p.name!r} states no reference probe time for the reference clock",
+                        f"train {p.name!r} with --clock wall (its default is {p.clock}), or pick smoke or cpu")
     train = TrainConfig(
         seq_len=p.seq_len,
         batch_size=p.batch_size,
@@ -227,6 +236,9 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         log_every=p.log_every,
         ema=f.ema if ema is None else ema,
         kernels=kernels,
+        clock=clock,
+        probe=p.probe if clock == "reference" else None,
+        probe_ref_s=p.probe_ref_s if clock == "reference" else None,
     )
     return RunConfig(recipe=r.name, profile=p.name, model=model, optim=optim_config({**r.optim, **(optim or {})}),
                      train=train)
