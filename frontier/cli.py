@@ -130,6 +130,9 @@ def cmd_train(a) -> int:
 
         rec = load_record(a.resume)
         resumed = RunConfig.from_dict(rec["config"])
+        if a.clock and a.clock != resumed.train.clock:
+            raise UserError(f"the run in {a.resume!r} ran under the {resumed.train.clock} clock, not --clock {a.clock}",
+                            f"drop --clock (or pass --clock {resumed.train.clock}): --resume continues its own clock")
         # a resumed run reads its own data folder, so no profile is needed to find it
         data, profile, nproc = a.data or rec["data"]["folder"], None, a.nproc or rec.get("world_size", 1)
     else:
@@ -143,7 +146,7 @@ def cmd_train(a) -> int:
 
     def config(dataset, kernels):
         return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
-                       ngram=ngram, optim=optim)
+                       ngram=ngram, optim=optim, clock=a.clock)
 
     def default_run_dir(cfg) -> Path:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -187,7 +190,7 @@ def cmd_train(a) -> int:
         procs = (f"; {dist.world_size} processes ({dist.backend}), {dist.rank_batch(cfg.train.batch_size)} of the "
                  f"batch's {cfg.train.batch_size} rows each" if dist.enabled else "")
         print(f"train: {cfg.recipe} / {cfg.profile} on {device.backend} ({device.dtype_policy}), kernels "
-              f"{cfg.train.kernels}; "
+              f"{cfg.train.kernels}, {cfg.train.clock} clock; "
               f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}{procs}; run folder "
               f"{run_dir}", flush=True)
     rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
@@ -198,6 +201,11 @@ def cmd_train(a) -> int:
     print(f"loss curve: {run_dir / 'loss.png'}")
     print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
           f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})")
+    if rec.get("probe"):
+        pr = rec["probe"]
+        print(f"reference clock: {rec['charged_s']:.1f} reference s for {rec['charged_wall_s']:.1f} wall s; probe "
+              f"{pr['name']} {pr['probe_s_median'] * 1e3:.1f} ms (reference {pr['ref_s'] * 1e3:.1f} ms), drift "
+              f"{pr['drift']:.1%}{' (DRIFTED: over ' + format(pr['drift_limit'], '.0%') + ')' if pr['drifted'] else ''}")
     if "val_bpb_ema" in rec:
         print(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
               f"(val_bpb: mix {cfg.train.ema.mix:g} of the EMA)")
@@ -265,7 +273,7 @@ def cmd_profiles(a) -> int:
     width = max(len(n) for n in PROFILES) + 2
     for name, p in PROFILES.items():
         print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
-              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s"
+              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s ({p.clock} clock)"
               + (f", {p.nproc} processes" if p.nproc > 1 else ""))
     return 0
 
@@ -438,6 +446,23 @@ def cmd_bench_ngram(a) -> int:
     return 0
 
 
+def cmd_clock_check(a) -> int:
+    from .records import cli_command, default_record_dir
+    from .study.clock_check import check_arguments, format_clock_check, run_clock_check
+
+    conditions = tuple(c.strip() for c in a.conditions.split(",") if c.strip())
+    check_arguments(a.recipes, a.profile, conditions, a.budget, a.probe_only)  # before anything is trained
+    command = cli_command("clock-check", a.recipes, {"--profile": a.profile, "--seed": a.seed, "--budget": a.budget,
+                                                     "--conditions": a.conditions,
+                                                     "--spread-repeats": a.spread_repeats,
+                                                     "--probe-only": a.probe_only})
+    result = run_clock_check(a.recipes, a.profile, a.seed, a.budget, conditions, a.spread_repeats,
+                             out=a.out or default_record_dir(a.profile), command=command, probe_only=a.probe_only)
+    print(format_clock_check(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_ladder(a) -> int:
     from .profiles import get_profile
     from .study.ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
@@ -560,6 +585,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "PyTorch, the NKI kernels in the interpreter (slow, for verification), or the NKI kernels on "
                         "Neuron (default: nki on a Neuron device, reference elsewhere); see `frontier kernels`")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.add_argument("--clock", choices=("wall", "reference"),
+                   help="what a charged second is: wall, a second of wall time (the competition's), or reference, a "
+                        "second of the reference machine, from a speed probe timed during the run (default: the "
+                        "profile's: reference for smoke and cpu, wall for gpu and trn2; recorded in the config)")
     d = s.add_argument_group("data parallelism", "N processes on this machine share every batch: the profile's "
                              "batch_size stays the global batch, each process takes batch_size / N rows of it, "
                              "gradients are averaged (all-reduce), rank 0's clock decides when to stop and rank 0 "
@@ -706,6 +735,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profiles", default="cpu,gpu", help="whose shapes (positions = batch x sequence, width, "
                                                           "vocabulary), comma-separated (default cpu,gpu)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
+
+    s = sub.add_parser("clock-check", help="does the reference clock buy the same steps at 2 threads, 1 thread "
+                       "and under load?", description="Train each recipe with the same seed and reference budget at "
+                       "2 threads, at 1 thread, and at 2 threads beside a CPU-bound process on one core; record "
+                       "steps and wall seconds side by side, the probe's spread and each run's drift (a bench "
+                       "record, kind clock-check; the run folders beside it).")
+    s.add_argument("recipes", nargs="*", metavar="RECIPE")
+    s.add_argument("--probe-only", action="store_true", help="time the probe's spread only (how a profile's "
+                   "reference probe time is measured); no recipes")
+    s.add_argument("--profile", default="cpu", help="a profile with the reference clock: smoke or cpu (default cpu)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--budget", type=_positive_float, metavar="SECONDS", help="reference seconds (default: the "
+                                                                             "profile's)")
+    s.add_argument("--conditions", default="2-threads,1-thread,loaded",
+                   help="which, comma-separated (default 2-threads,1-thread,loaded)")
+    s.add_argument("--spread-repeats", type=_positive_int, default=20, help="timings of the probe for its spread "
+                                                                             "(default 20)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/)")
+    s.set_defaults(func=cmd_clock_check)
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
                        description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "

@@ -157,6 +157,21 @@ class TrainConfig:
     log_every: int = 1
     ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.train.ema`)
     kernels: str = "reference"  # what runs the fused ops (`frontier.kernels`): reference | interpreter | nki
+    # What a charged second is (`frontier.train.clock`): "wall", a second of wall time (the competition's clock);
+    # "reference", a second of the reference machine, by timing the speed probe `probe` (`frontier.train.probes`)
+    # against its reference time `probe_ref_s` (the profile's). The budget, the schedules and the step count follow.
+    clock: str = "wall"
+    probe: str | None = None
+    probe_ref_s: float | None = None
+
+    def __post_init__(self):
+        if self.clock not in ("wall", "reference"):
+            raise UserError(f"unknown clock {self.clock!r}", "choose wall or reference (see frontier.train.clock)")
+        if self.clock == "reference" and not (self.probe and self.probe_ref_s and self.probe_ref_s > 0):
+            raise UserError("the reference clock needs a speed probe and its reference time",
+                            "pass probe= and probe_ref_s= > 0 (a profile's, see frontier.profiles), or clock='wall'")
+        if self.clock == "wall" and (self.probe is not None or self.probe_ref_s is not None):
+            raise UserError("the wall clock times no probe", "leave probe and probe_ref_s at None with clock='wall'")
 
 
 @dataclass(frozen=True)
@@ -206,7 +221,8 @@ class RunConfig:
 
 # Fields added after records existed, by section (a dotted path into `RunConfig.to_dict()`), with their defaults.
 LATER_FIELDS = {"optim": {"muon_momentum_warmup_frac": None},
-                "train": {"compile_optimizer": False, "ema": None, "kernels": "reference"},
+                "train": {"compile_optimizer": False, "ema": None, "kernels": "reference", "clock": "wall", "probe": None,
+                          "probe_ref_s": None},
                 "model.ngram": {"check_bits": 0, "eval_counts": "folds", "smoothing": "witten-bell",
                                 "mixer": "global"}}
 

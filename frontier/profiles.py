@@ -9,6 +9,11 @@
 A profile's `vocab_size` is the default vocabulary of `frontier prepare --profile NAME` and the vocabulary of the
 embedded corpus when `train` runs without `--data`; with `--data` the model takes the data's vocabulary. Only a
 profile with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of another vocabulary.
+
+The clock (`frontier.train.clock`): `smoke` and `cpu` charge reference seconds, timing the speed probe
+`gpt-step-1` (`frontier.train.probes`) at their shapes against the reference time stated here, so that a budget
+buys about the same steps on any machine; `gpu` and `trn2` keep the competition's wall clock (its hardware is
+fixed, and its records are wall-clock records). `frontier train --clock` chooses another.
 """
 
 from __future__ import annotations
@@ -43,6 +48,15 @@ class Profile:
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
     nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.train.distributed)
     corpus_bytes: int | None = None  # the named corpora cut to their first documents up to N bytes (smoke: tiny data)
+    clock: str = "wall"  # the default clock: "wall" or "reference" (`frontier.train.clock`)
+    probe: str | None = None  # the speed probe of the reference clock (`frontier.train.probes`) ...
+    probe_ref_s: float | None = None  # ... and its time on the reference machine at this profile's shapes (seconds)
+
+
+# The reference machine of the reference clock: the probe times below were measured there (`frontier clock-check`,
+# the median of 20 timed runs in one process, torch's 2 threads, nothing else running), each run one call of the
+# probe at the profile's shapes.
+REFERENCE_MACHINE = "AMD EPYC (2 cores), torch 2 threads"
 
 
 # The competition's setting (trn2); the gpu profile is the same run on one CUDA GPU, its vocabulary not fixed and
@@ -69,6 +83,13 @@ COMPETITION = Profile(
     nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
 )
 
+# gpt-step-1 on REFERENCE_MACHINE (see above), at the smoke and cpu profiles' shapes: the median of 20 timings,
+# `frontier clock-check --probe-only --profile smoke|cpu` under the exclusive CPU lock, records
+# runs/bench/smoke/clock-check-probe-20261203-013837.json (8.0 ms; sd 10.5% of it, range 43%) and
+# runs/bench/cpu/clock-check-probe-20261203-013838.json (147.2 ms; sd 11.9%, range 49%).
+SMOKE_PROBE_REF_S = 0.0080
+CPU_PROBE_REF_S = 0.1472
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
@@ -91,6 +112,9 @@ PROFILES: dict[str, Profile] = {
             seeds=2,
             uncharged_steps=2,
             corpus_bytes=400_000,  # a quarter of the embedded corpus: CI checks that the chapters run, not what they find
+            clock="reference",
+            probe="gpt-step-1",
+            probe_ref_s=SMOKE_PROBE_REF_S,
         ),
         Profile(
             name="cpu",
@@ -110,6 +134,9 @@ PROFILES: dict[str, Profile] = {
             eval_batch_size=32,
             seeds=3,
             log_every=5,
+            clock="reference",
+            probe="gpt-step-1",
+            probe_ref_s=CPU_PROBE_REF_S,
         ),
         dataclasses.replace(COMPETITION, name="gpu", summary="one CUDA GPU: the competition baseline's model "
                             "(depth 10, width 640, ~60M parameters)", fixed_vocab=False, nproc=1),

@@ -70,6 +70,38 @@ print(ex.code_banner())
 # carries.
 
 # %% [markdown]
+# ## The clock: reference seconds
+#
+# A budget of wall-clock seconds buys as many steps as the machine manages: the same recipe, seed and 180 seconds
+# took 358 steps on one day and 220 on another, and a laptop three times faster would get three times the steps
+# and numbers that match nothing here. So the `cpu` and `smoke` profiles charge **reference seconds**. A *speed
+# probe* (`frontier/train/probes.py`, `gpt-step-1`) is a fixed piece of plain-PyTorch work that stands for a
+# training step at the profile's shapes: one transformer block and the output head, forward and backward, with
+# its matmuls, elementwise work and softmax in about the baseline step's proportions. Each profile states how
+# long the probe took on a named reference machine (`frontier/profiles.py`). A run times the probe before its
+# first step and at every eighth of the run (free), and charges each step
+#
+# $$\text{charged} = \text{wall seconds} \times \frac{\text{reference probe time}}{\text{probe time now}},$$
+#
+# so on a machine, or in an hour, twice as slow a step is charged half as much, and the budget buys about the same
+# steps everywhere. A reference second is a second of the reference machine. The record keeps both clocks
+# (`charged_s` in reference seconds, `charged_wall_s` in wall seconds), every probe timing, and a `drifted` flag
+# when the probe moved by more than its limit during the run. `frontier clock-check` trains the same recipe at 2
+# threads, at 1 thread and beside a busy process, and records the steps and wall seconds side by side.
+#
+# The probe is never edited (a changed probe is a new probe, and every record names the probe and its source
+# hash), and it calls nothing of the package's model or kernels: a faster model still buys more steps. What it
+# does not correct: it measures one mix of work, so a machine whose matrix multiplies are fast but whose memory is
+# slow (or the other way round) is normalised by that mix, not by the recipe's own; a recipe whose step is mostly
+# n-gram table lookups or optimiser bookkeeping gets the probe's ratio, not its own. Nor does it undo a machine's
+# speed changing between two probe timings.
+#
+# `trn2` (and `gpu`) keep the competition's wall clock: the competition fixed the hardware and charged wall
+# seconds, and its records are comparable only under its own rule. `frontier train --clock wall|reference`
+# chooses another clock for any run; a wall-clock record is reused only on hardware like the one that trained it,
+# a reference-clock record on any machine where the current code reproduces it.
+
+# %% [markdown]
 # ## The data
 #
 # The embedded corpus is the documentation that ships inside Python: the pydoc topics and the long docstrings of

@@ -110,7 +110,7 @@ for i, (name, v) in enumerate(spreads.items()):
     ax.scatter([i] * len(v), v, s=30)
 ax.set_xticks(range(len(spreads)), [k.split(" ", 1)[0] for k in spreads])
 ax.set_ylabel("val_bpb")
-ax.set_title(f"{P.name}: noise of `ngram` by source ((a) steps fixed, (b) budget fixed, (c) seeds)")
+ax.set_title(f"{P.name}: noise of `ngram` by source\n(a) steps fixed, (b) budget fixed, (c) seeds", fontsize=9)
 save_figure(fig, figures / f"05_noise_{P.name}.png")
 fig
 

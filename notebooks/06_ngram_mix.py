@@ -338,7 +338,7 @@ for i, g in enumerate(groups):
     ax.errorbar([i + 0.15], [g.mean], yerr=[g.std if g.n > 1 else 0], fmt="k_", capsize=3)
 ax.set_xticks(range(len(groups)), [g.name.split()[0] for g in groups], fontsize=8)
 ax.set_ylabel("val_bpb")
-ax.set_title(f"{P.name}: the mix at equal budget ({P.budget_s:g} charged s), each seed and mean ± std")
+ax.set_title(f"{P.name}: the mix at equal budget ({P.budget_s:g} charged s)\neach seed and mean ± std", fontsize=9)
 save_figure(fig, figures / f"06_gain_{P.name}.png")
 fig
 

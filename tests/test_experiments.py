@@ -116,9 +116,13 @@ def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_on
     a = _run(tmp_path, smoke_data, logs)  # 12 steps: the hardware does not change what it trains
     _pretend_other_cpu(a["run_dir"])
     assert _run(tmp_path, smoke_data, logs)["run_dir"] == a["run_dir"]
-    b = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted")
+    b = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted", clock="wall")
     _pretend_other_cpu(b["run_dir"])
-    c = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted")
+    c = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted", clock="wall")
     assert c["run_dir"] == str(Path(b["run_dir"]).with_name("s0-2"))  # trained again, beside the old record
     assert any("other hardware: cpu 'a faster CPU'" in m for m in logs)
     assert json.loads((Path(b["run_dir"]) / records.RECORD).read_text())["hardware"]["cpu"] == "a faster CPU"
+    # under the reference clock a budgeted record is the same run on any machine: reused
+    d = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference")
+    _pretend_other_cpu(d["run_dir"])
+    assert _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference")["run_dir"] == d["run_dir"]

@@ -114,7 +114,7 @@ def test_an_old_clock_state_loads():
 
 
 def test_counting_the_shards_is_charged_but_does_not_lower_the_throughput(smoke_data, tmp_path):
-    cfg = resolve("ngram", "smoke")
+    cfg = resolve("ngram", "smoke", clock="wall")  # charged seconds = wall seconds (tests/test_clock.py: reference)
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False))
     assert cfg.model.ngram.counting == "shards" and cfg.train.uncharged_steps == 2
     rec = train(cfg, smoke_data, tmp_path / "n", CPU, seed=0, steps=6, progress=False)

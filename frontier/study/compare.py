@@ -15,6 +15,12 @@ initialisation, so much of their noise is common; each group's runs are matched 
 (every seed once in each, the same seeds in both) and a paired t-test (scipy's ttest_rel) judges the per-seed
 differences, whose mean and spread are reported. `repeats_needed` says how many seeds (pairs, or runs per group
 for Welch) a two-sided t-test needs to detect a difference of a given size.
+
+The machines' speeds: a run under the reference clock (`frontier.train.clock`) records its speed probe's timings;
+each group's probe ratio is the median over its runs of (the run's median probe time / the reference time): 1.0 ran
+as fast as the reference machine, 2.0 half as fast. The reference clock charges for that, but not exactly (a machine
+whose matmuls are fast and memory slow is not normalised exactly), so `format_comparison` prints the ratios and
+warns when two groups' differ by more than `PROBE_NOISE`, the probe's own measured noise.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from statistics import mean, stdev
 
 from ..errors import UserError
 from ..records import load_record
+from ..train.clock import PROBE_NOISE
 
 ALPHA = 0.05
 POWER = 0.8
@@ -118,6 +125,13 @@ class Group:
     values: tuple[float, ...]
     runs: tuple[str, ...]
     seeds: tuple = ()  # the seed of each run (for pairing), where known
+    probe_ratios: tuple = ()  # each run's median probe time / reference time (None: a wall-clock run)
+
+    @property
+    def probe_ratio(self) -> float | None:
+        """The median probe ratio of the group's reference-clock runs (None: none ran under it)."""
+        known = sorted(r for r in self.probe_ratios if r is not None)
+        return None if not known else (known[(len(known) - 1) // 2] + known[len(known) // 2]) / 2
 
     @property
     def n(self) -> int:
@@ -320,8 +334,29 @@ def group_records(recs: list[dict], by: str = BY_RUN, metric: str = "val_bpb") -
         if rec.get(metric) is not None:
             keyed.setdefault(group_key(rec, by), []).append(rec)
     return [Group(name, tuple(float(r[metric]) for r in rs), tuple(str(r.get("run_dir", "?")) for r in rs),
-                  tuple(r.get("seed") for r in rs))
+                  tuple(r.get("seed") for r in rs), tuple(probe_ratio(r) for r in rs))
             for name, rs in zip(name_groups(keyed, by), keyed.values())]
+
+
+def probe_ratio(rec: dict) -> float | None:
+    """A reference-clock run's median probe time over its probe's reference time (None: a wall-clock run)."""
+    p = rec.get("probe") or {}
+    return p["probe_s_median"] / p["ref_s"] if p.get("probe_s_median") and p.get("ref_s") else None
+
+
+def probe_lines(groups: list[Group]) -> list[str]:
+    """Each group's probe ratio, and a warning when two groups' differ by more than `PROBE_NOISE` (relative)."""
+    ratios = [(g.name, g.probe_ratio) for g in groups]
+    if all(r is None for _, r in ratios):
+        return []
+    lines = ["machine speed (median probe time / reference time; wall-clock runs: -): "
+             + ", ".join(f"{n} {'-' if r is None else f'{r:.2f}'}" for n, r in ratios)]
+    known = [r for _, r in ratios if r is not None]
+    if len(known) > 1 and max(known) / min(known) - 1 > PROBE_NOISE:
+        lines.append(f"warning: the groups ran on machines whose probe times differ by {max(known) / min(known) - 1:.0%}"
+                     f", more than the probe's noise ({PROBE_NOISE:.0%}): the reference clock evens out most of "
+                     "that, not all (frontier.train.clock)")
+    return lines
 
 
 def compare(runs: list[str | Path | dict], by: str = BY_RUN, metric: str = "val_bpb",
@@ -368,6 +403,7 @@ def format_comparison(groups: list[Group], diffs: list[Difference], metric: str 
         std = "-" if g.n < 2 else f"{g.std:.4f}"
         lines.append(f"{g.name:<{width}} {g.n:>3} {g.mean:>14.4f} {std:>9}")
     lines.append(_direction_line(metric))
+    lines += probe_lines(groups)
     for d in diffs:
         if d.test == "paired":
             sd = "-" if math.isnan(d.diff_std) else f"{d.diff_std:.4f}"

@@ -2,8 +2,9 @@
 
 A run lives in `ROOT/PROFILE/LABEL/sSEED`, where LABEL is the recipe (or a name given for a variant). A finished
 record there is reused when (1) its config hash, data manifest, step limit and device backend match what would
-be trained now (for a run under a budget: on hardware as fast, the same CPU model, core and thread counts and GPU,
-since the budget decides how many steps it takes), and (2) the current code reproduces it (`frontier.study.replay`: the first steps' losses bit for bit,
+be trained now (for a run under a wall-clock budget: on hardware as fast, the same CPU model, core and thread counts
+and GPU, since the budget decides how many steps it takes; a run under the reference clock, `frontier.train.clock`,
+took the steps its reference seconds buy on any machine, so it is comparable across machines), and (2) the current code reproduces it (`frontier.study.replay`: the first steps' losses bit for bit,
 the same scorer). So chapters share runs (chapter 02's eager runs are chapter 01's baseline runs), re-running
 the book trains only what changed, and every quoted number comes from code shown to produce it.
 
@@ -109,8 +110,9 @@ SPEED_FIELDS = ("cpu", "cpu_cores", "torch_threads", "gpu")
 def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str,
              hardware: dict | None = None) -> str | None:
     """Why a record is not the run that would be trained now (None: it is). `hardware` (`records.hardware` of
-    this machine): a run under a budget (no step limit) is only the run of a machine as fast, so a budgeted
-    record made on other hardware (`SPEED_FIELDS`) is not reused; a step-limited one is."""
+    this machine): a run under a wall-clock budget (no step limit) is only the run of a machine as fast, so such a
+    record made on other hardware (`SPEED_FIELDS`) is not reused; a step-limited one is, and so is one under the
+    reference clock (its charged seconds are the reference machine's, whatever machine it ran on)."""
     if rec.get("status") != "finished":
         return f"status {rec.get('status')}"
     if rec.get("config_hash") != cfg.digest():
@@ -121,7 +123,7 @@ def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, bac
         return f"max_steps {rec.get('max_steps')} (wanted {steps})"
     if rec.get("device", {}).get("backend") != backend:
         return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
-    if steps is None and hardware is not None:
+    if steps is None and hardware is not None and cfg.train.clock == "wall":
         theirs = rec.get("hardware", {})
         other = [f"{k} {theirs.get(k)!r} (here {hardware.get(k)!r})" for k in SPEED_FIELDS
                  if theirs.get(k) != hardware.get(k)]
@@ -147,6 +149,7 @@ def run(
     reuse: bool = True,
     need_checkpoint: bool = False,
     log=print,
+    clock: str | None = None,
 ) -> dict:
     """Train `recipe` (a name, or a `Recipe` such as one derived for a sweep) with `profile` (or return a finished
     record the current code reproduces) and return its run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
@@ -154,9 +157,9 @@ def run(
     fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`,
     `ngram_label`, `settings_label`) so that it gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
-    committed) is trained again."""
+    committed) is trained again. `clock`: "wall" or "reference" (None: the profile's; `frontier.train.clock`)."""
     prof = get_profile(profile)
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim)
+    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim, clock=clock)
     if isinstance(data, Dataset):
         dataset = data
     else:
@@ -184,7 +187,8 @@ def run(
                 command=[f"frontier.study.experiments.run({cfg.recipe!r}, profile={prof.name!r}, seed={seed}, "
                          f"budget_s={budget_s}, steps={steps}, label={label!r}, sizes={sizes}"
                          + (f", ema={ema!r}" if ema is not None else "")
-                         + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r})" if optim else ")")])
+                         + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r}" if optim else "")
+                         + (f", clock={clock!r})" if clock else ")")])
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

@@ -1,7 +1,8 @@
 """Training and scoring a run under a budget.
 
 `trainer` (train a recipe, leave a run folder; resume; evaluate a run), `clock` (the budget, charged as the
-competition charged it), `compile` (torch.compile and recompile detection), `distributed` (data parallelism under
+competition charged it, in wall or reference seconds), `probes` (the speed probes the reference clock times: plain
+torch, never the package's model or kernels), `compile` (torch.compile and recompile detection), `distributed` (data parallelism under
 torchrun), `ema` (an exponential moving average of the weights), `bpb` (bits per byte on the validation split).
 
 May import: the run's vocabulary, `frontier.data`, `frontier.model`, `frontier.optim` and `frontier.kernels`.

@@ -8,6 +8,14 @@ first step that reaches it, so less than that step's charged seconds past it (un
 reached it before any step). With `max_steps` it stops after that many steps instead. `wall_s` (charged + uncharged) is the
 laptop's view, in which everything counts.
 
+Two clocks (`TrainConfig.clock`). Under the wall clock (the competition's, trn2's and gpu's) a charged second is a
+second of wall time. Under the reference clock (smoke's and cpu's) a speed probe (`frontier.train.probes`) is timed
+before the first step and again at every `PROBE_EVERY` of the run (uncharged), and each charged wall second counts
+`scale` = reference probe time / probe time now reference seconds: on a machine, or in an hour, where the probe
+takes twice as long, a step is charged half as much, so the budget buys about the same steps everywhere.
+`charged_s` (what the budget stops on, and the schedules' elapsed fraction) is then in reference seconds, and
+`charged_wall_s` keeps the wall seconds of the same work; under the wall clock the two are equal.
+
 Throughput is the steps' own: `tokens_per_s` divides the tokens of the charged steps by the charged seconds of
 those steps only, never by the charged seconds of other work. A warm-up step that the allowance covers in part
 counts as the charged share of a step (its charged seconds over its seconds), so it enters the throughput at its
@@ -16,8 +24,22 @@ own rate.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
+
+CLOCKS = ("wall", "reference")
+PROBE_EVERY = 0.125  # the probe is timed again each time the run's elapsed fraction passes a multiple of this
+PROBE_REPEATS = 3  # timed runs of the probe per timing (after one untimed), their median taken
+# The probe's noise, measured (`frontier clock-check --probe-only`, records named in `frontier.profiles`): 20 single
+# runs of it in one process on the reference machine had a standard deviation of 10.5% (smoke) and 11.9% (cpu) of
+# their median, and a range (slowest - fastest) of 43% and 49%. A timing is the median of `PROBE_REPEATS` runs.
+# A run whose timings (about 9: the start, each eighth, the end) moved by more than this (slowest / fastest - 1) is
+# flagged `drifted` in its record: beyond what that noise alone gives, its machine changed speed while it trained.
+DRIFT_LIMIT = 0.30
+# How far apart two runs' median probe times may be by chance (relative; a run's median over its ~9 timings): runs
+# whose probe ratios (`frontier.study.compare`) differ by more ran on machines, or in hours, of different speed.
+PROBE_NOISE = 0.10
 
 
 @dataclass
@@ -35,11 +57,20 @@ class BudgetClock:
     charged_step_s: float | None = None  # charged seconds of steps (None only while loading an old state)
     charged_other_s: float = 0.0  # charged seconds of work that is not a step (`add_charged`)
     max_charged_step_s: float = 0.0  # the most charged seconds of any one step
+    scale: float = 1.0  # charged seconds per charged wall second: reference probe time / probe time now (1: wall)
+    charged_wall_s: float | None = None  # wall seconds of the charged work (None only while loading an old state)
+    charged_step_wall_s: float | None = None  # wall seconds of the charged steps (likewise)
+    probes: list = field(default_factory=list)  # every probe timing of the run (reference clock), in order
 
     def __post_init__(self):
         # A state saved before `charged_step_s` existed: take all its charged seconds as step seconds.
         if self.charged_step_s is None:
             self.charged_step_s = self.charged_s - self.charged_other_s
+        # A state saved before the reference clock existed ran on the wall clock: its charged seconds are wall seconds.
+        if self.charged_wall_s is None:
+            self.charged_wall_s = self.charged_s
+        if self.charged_step_wall_s is None:
+            self.charged_step_wall_s = self.charged_step_s
 
     def add_step(self, seconds: float) -> None:
         if self.steps == 0:
@@ -47,12 +78,15 @@ class BudgetClock:
         elif self.steps >= self.uncharged_steps:
             self.recent_steps_s = (self.recent_steps_s + [seconds])[-64:]
         if self.steps < self.uncharged_steps:
-            free = min(seconds, max(self.allowance_s - self.uncharged_s, 0.0))
+            free = min(seconds, max(self.allowance_s - self.uncharged_s, 0.0))  # the allowance is wall seconds
             self.uncharged_s += free
-            charged = seconds - free
-            share = charged / seconds if charged > 0 else 0.0
+            wall = seconds - free
+            share = wall / seconds if wall > 0 else 0.0
         else:
-            charged, share = seconds, 1.0
+            wall, share = seconds, 1.0
+        charged = wall * self.scale
+        self.charged_wall_s += wall
+        self.charged_step_wall_s += wall
         self.charged_s += charged
         self.charged_step_s += charged
         self.charged_steps += share
@@ -61,9 +95,11 @@ class BudgetClock:
 
     def add_charged(self, seconds: float) -> None:
         """Work inside the budget that is not a step (e.g. counting n-grams from the train shards): it counts
-        towards the budget (`charged_s`) and is kept in `charged_other_s`, out of the steps' throughput."""
-        self.charged_s += seconds
-        self.charged_other_s += seconds
+        towards the budget (`charged_s`) and is kept in `charged_other_s`, out of the steps' throughput. `seconds`
+        are wall seconds, charged at the clock's `scale` like a step's."""
+        self.charged_wall_s += seconds
+        self.charged_s += seconds * self.scale
+        self.charged_other_s += seconds * self.scale
 
     @property
     def fraction(self) -> float:
@@ -93,9 +129,39 @@ class BudgetClock:
         in it). 0 before any charged step."""
         return self.charged_steps * tokens_per_step / self.charged_step_s if self.charged_step_s else 0.0
 
+    def tokens_per_wall_s(self, tokens_per_step: int) -> float:
+        """As `tokens_per_s`, per wall second of the charged steps: this machine's own throughput (equal to
+        `tokens_per_s` under the wall clock)."""
+        return self.charged_steps * tokens_per_step / self.charged_step_wall_s if self.charged_step_wall_s else 0.0
+
     @property
     def wall_s(self) -> float:
-        return self.charged_s + self.uncharged_s
+        """Wall seconds of the steps and the charged work: charged (as wall seconds) + uncharged."""
+        return self.charged_wall_s + self.uncharged_s
+
+    def add_probe(self, timing: dict, ref_s: float) -> None:
+        """A probe timing (`frontier.train.probes.time_probe`): kept, with where in the run it was taken, and from
+        now on each charged wall second counts `ref_s / probe_s` reference seconds."""
+        self.scale = ref_s / timing["probe_s"]
+        self.probes.append({**timing, "step": self.steps, "charged_s": self.charged_s,
+                            "charged_wall_s": self.charged_wall_s, "scale": self.scale})
+
+    def probe_due(self) -> bool:
+        """Whether the run has passed a multiple of `PROBE_EVERY` of its elapsed fraction since the last probe
+        timing (never after the run is done: the closing timing is the trainer's)."""
+        if not self.probes or self.done:
+            return not self.probes
+        last = self.probes[-1]
+        frac_then = (last["step"] / self.max_steps if self.max_steps else last["charged_s"] / self.budget_s)
+        return math.floor(self.fraction / PROBE_EVERY) > math.floor(frac_then / PROBE_EVERY)
+
+    def probe_summary(self) -> dict:
+        """The probe timings' spread over the run: `drift` = slowest / fastest - 1, `drifted` when it is over
+        `DRIFT_LIMIT`."""
+        times = [p["probe_s"] for p in self.probes]
+        drift = max(times) / min(times) - 1.0 if times else None
+        return {"timings": len(times), "probe_s_median": statistics.median(times) if times else None,
+                "drift": drift, "drift_limit": DRIFT_LIMIT, "drifted": drift is not None and drift > DRIFT_LIMIT}
 
     def state_dict(self) -> dict:
         return asdict(self)

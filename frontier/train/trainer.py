@@ -14,6 +14,12 @@ Data parallelism (`dist`, `frontier.train.distributed`: N processes under torchr
 of the same global batches; the loss is averaged over the ranks, the clock is rank 0's, every rank stops at the
 same step, and rank 0 alone writes the record and checkpoints and evaluates. With one process nothing changes.
 
+Under the reference clock (`TrainConfig.clock`, `frontier.train.clock`) the speed probe is timed before the first
+step (of each session: a resumed run times it again before going on), at every `PROBE_EVERY` of the run and once
+after the last step, all uncharged; the record's `probe` keeps every timing (`timings_s`), the drift and its flag,
+and `charged_s` is in reference seconds beside `charged_wall_s`, the wall seconds of the same work. Under the wall
+clock no probe runs, `probe` is None and the two are equal. `clock` names the clock.
+
 A finished run with an n-gram model records `ngram.false_hits` (`frontier.model.ngram.false_hit_rate`, uncharged, its
 seconds in `ngram.false_hits_s`): how often its tables report seen a validation context never counted, measured
 against exactly the batches the tables counted (the train shards' windows, or with streamed counting the
@@ -22,6 +28,7 @@ first-epoch batches of the run's data order, replayed from its seed).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import signal
 import sys
@@ -41,7 +48,9 @@ from ..errors import UserError
 from ..model.gpt import GPT
 from ..optim.optimizers import Optimizers
 from .bpb import evaluate_bpb, evaluate_bpb_adaptive
-from .clock import BudgetClock
+from ..profiles import get_profile
+from .clock import PROBE_REPEATS, BudgetClock
+from .probes import ProbeShapes, source_hash, time_probe
 from .compile import CompileWatch, compile_model, fresh_compile
 from .distributed import ONE, Dist
 from .ema import WeightEMA
@@ -236,11 +245,13 @@ def train(
     label: str | None = None,
     log=print,
     dist: Dist = ONE,
+    probe_timer=None,
 ) -> dict:
     """Train `cfg` on `dataset` and return the run record (also in `run_dir/result.json`). `label` names what was
     run when it is a variant of its recipe (e.g. `bigram-640steps`); the record keeps it. `dist`: this process's
     place in a data-parallel job (`frontier.train.distributed.init`); a rank other than 0 writes nothing and returns
-    its own bookkeeping without a score."""
+    its own bookkeeping without a score. `probe_timer`: what times the speed probe under the reference clock
+    (default `frontier.train.probes.time_probe`; tests pass a fake one)."""
     run_dir = Path(run_dir)
     dataset.check_vocab(cfg.model.vocab_size, f"the model of {cfg.recipe!r} / {cfg.profile!r}")
     if cfg.train.budget_s <= 0 and not steps:
@@ -268,6 +279,7 @@ def train(
     run = setup_training(cfg, dataset, device, seed, dist)
     model, step_model, opts, loader, ngram = run.model, run.step_model, run.opts, run.loader, run.ngram
     ema = run.ema
+    reference = cfg.train.clock == "reference"
     clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s, max_steps=steps)
     curve: dict[str, list] = {"step": [], "charged_s": [], "train_loss": [], "lr_mult": []}
     early_fracs: list[float] = []  # the elapsed fraction each of the first EARLY_STEPS steps ran at
@@ -298,6 +310,7 @@ def train(
         "params": model.num_params(),
         "strict": strict,
         "kernels": cfg.train.kernels,
+        "clock": cfg.train.clock,
         "world_size": dist.world_size,  # processes (data-parallel ranks); not in the config: it trains the same
         "distributed": dist.describe(cfg.train.batch_size),
         # a run resumed on another process count: each session's (it trains the same either way)
@@ -313,7 +326,9 @@ def train(
         `max_charged_step_s`, the most charged seconds of one step (a run on the budget, without --steps, ends
         less than its last step's charged seconds past it); `charged_steps`, the charged steps, a warm-up step the allowance covered in part counting
         as its charged share; `tokens_per_s` = charged_steps * tokens per step / charged_step_s (None before any
-        charged step): the steps' throughput, which charged work outside the steps does not lower."""
+        charged step): the steps' throughput, which charged work outside the steps does not lower; under the
+        reference clock the charged seconds are reference seconds (`charged_wall_s` and `tokens_per_wall_s`: the
+        same in wall seconds)."""
         rec = {
             **base_record,
             "status": status,
@@ -322,6 +337,7 @@ def train(
             "charged_s": clock.charged_s,
             "charged_step_s": clock.charged_step_s,
             "charged_other_s": clock.charged_other_s,
+            "charged_wall_s": clock.charged_wall_s,
             "uncharged_s": clock.uncharged_s,
             "wall_s": clock.wall_s,
             "first_step_s": clock.first_step_s,
@@ -332,6 +348,8 @@ def train(
             "charged_steps": clock.charged_steps,
             "tokens": clock.steps * tokens_per_step,
             "tokens_per_s": clock.tokens_per_s(tokens_per_step) or None,
+            "tokens_per_wall_s": clock.tokens_per_wall_s(tokens_per_step) or None,
+            "probe": probe_record(),
             "compile": watch.summary(),
             "ngram": (dict(ngram.summary(), counting=counting, counting_s=counting_s, **ngram_checks)
                       if ngram is not None else None),
@@ -346,6 +364,23 @@ def train(
         if dist.is_main:
             records.write_record(run_dir, rec)
         return {**rec, "run_dir": str(run_dir)}  # where it lies is not part of the record
+
+    def probe_record() -> dict | None:
+        """The reference clock's probe: its name, source hash, reference time, every timing and the drift."""
+        if not reference:
+            return None
+        return {"name": cfg.train.probe, "source_sha256": source_hash(cfg.train.probe), "ref_s": cfg.train.probe_ref_s,
+                "shapes": dataclasses.asdict(shapes), **clock.probe_summary(), "timings_s": clock.probes}
+
+    def time_the_probe(where: str) -> None:
+        """Time the probe (uncharged) and charge from now on at reference time / this time; every rank times it
+        (it runs beside the others, as the steps do) and takes rank 0's, as the clock is rank 0's."""
+        timing = (probe_timer or time_probe)(cfg.train.probe, shapes, PROBE_REPEATS)
+        timing = {**timing, "probe_s": dist.from_main(timing["probe_s"]), "where": where,
+                  "threads": torch.get_num_threads()}
+        clock.add_probe(timing, cfg.train.probe_ref_s)
+
+    shapes = ProbeShapes.of(get_profile(cfg.profile)) if reference else None
 
     def checkpoint(path: Path) -> None:
         if not dist.is_main:  # the state is the same on every rank: rank 0 keeps it
@@ -362,6 +397,9 @@ def train(
     counting_s = None  # seconds spent counting the train shards (this session; a resumed run does not recount)
     ngram_checks = {}  # the false-hit rate of the tables, measured once training is over
     kernels.reset_calls()
+    if reference:  # before anything charged (the shard counting is charged at the probe's rate too), and before the
+        # record says running (from then on a signal is a clean interruption)
+        time_the_probe("resume" if clock.steps else "start")
     record("running")
     if counting == "shards" and clock.steps == 0:  # counting the train shards is training work: charged
         counting_s = dist.from_main(ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len))
@@ -372,6 +410,8 @@ def train(
     try:
         with _StopFlag() as stop:
             while not clock.done:
+                if reference and clock.probe_due():
+                    time_the_probe("during")
                 t0 = time.perf_counter()
                 if clock.steps < EARLY_STEPS:
                     early_fracs.append(clock.fraction)
@@ -410,6 +450,8 @@ def train(
         raise
 
     cpu_share = (time.process_time() - cpu0) / ((time.perf_counter() - wall0) * torch.get_num_threads())
+    if reference:  # the closing timing: how far the machine's speed moved over the run (charges nothing)
+        time_the_probe("end")
     checkpoint(run_dir / CHECKPOINT)
     if not dist.is_main:  # rank 0 evaluates (the weights are the same everywhere) and writes the record
         return {"status": "trained", "rank": dist.rank, "steps": clock.steps, "curve": curve}
