@@ -372,6 +372,35 @@ def cmd_bench(a) -> int:
     return 0
 
 
+def cmd_bench_versions(a) -> int:
+    from .records import cli_command
+    from .study.speed import format_versions, run_bench_versions
+
+    recipes = [r for r in (a.recipes or "").split(",") if r.strip()]
+    command = cli_command("bench-versions", a.versions, {"--recipes": a.recipes, "--profile": a.profile,
+                                                         "--steps": a.steps, "--repeats": a.repeats,
+                                                         "--rounds": a.rounds, "--device": a.device})
+    result = run_bench_versions(a.versions, recipes, profile=a.profile, steps=a.steps, repeats=a.repeats,
+                                rounds=a.rounds, device=a.device,
+                                out=a.out or Path("runs") / a.profile / "bench", command=command)
+    print(format_versions(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_profile_step(a) -> int:
+    from .records import cli_command
+    from .study.speed import format_profile, run_profile_step
+
+    command = cli_command("profile-step", [a.recipe], {"--profile": a.profile, "--steps": a.steps,
+                                                      "--device": a.device, "--kernels": a.kernels})
+    result = run_profile_step(a.recipe, profile=a.profile, steps=a.steps, device=a.device, kernels=a.kernels,
+                              out=a.out or Path("runs") / a.profile / "bench", command=command)
+    print(format_profile(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_bench_head(a) -> int:
     from .profiles import get_profile
     from .records import cli_command, default_record_dir
@@ -678,6 +707,25 @@ def build_parser() -> argparse.ArgumentParser:
                       repeats=False)
     s.add_argument("--recipe", default="ngram-only", help="whose n-gram config (default ngram-only)")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+
+    s = _bench_parser(sub, "bench-versions", cmd_bench_versions, "time recipes under several versions of the code, "
+                      "side by side", "Each VERSION (a checkout folder, or a commit checked out into a temporary "
+                      "worktree) runs its own `frontier bench` in a fresh process; executions alternate A B C A B C; "
+                      "medians of tokens/s and ratios to the first version (default record folder "
+                      "runs/PROFILE/bench/).", profile="whose shapes (default cpu)",
+                      steps=(10, "timed steps per bench round"))
+    s.add_argument("versions", nargs="+", metavar="VERSION", help="checkout folders or commits, the first the yardstick")
+    s.add_argument("--recipes", required=True, help="comma-separated recipes, e.g. baseline,compile,ngram-sized")
+    s.add_argument("--rounds", type=_positive_int, default=2, help="alternating executions of each version (default 2)")
+    s.add_argument("--device", default="cpu", choices=DEVICES)
+
+    s = _bench_parser(sub, "profile-step", cmd_profile_step, "where a recipe's training step spends its time",
+                      "torch.profiler over a few steps after the warm-up: self CPU time by op group (matrix "
+                      "multiplies' share first), written to a record (default folder runs/PROFILE/bench/).",
+                      profile="whose shapes (default cpu)", steps=(5, "profiled steps"), repeats=False)
+    s.add_argument("recipe", metavar="RECIPE")
+    s.add_argument("--device", default="cpu", choices=DEVICES)
+    s.add_argument("--kernels", choices=("reference", "interpreter", "nki"), default="reference")
 
     s = _bench_parser(sub, "bench-head", cmd_bench_head, "time and measure the fused head + cross-entropy against "
                       "plain PyTorch", "The fused head + softcap + cross-entropy op (chunked, logits never whole) "

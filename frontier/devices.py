@@ -1,7 +1,8 @@
 """The device layer: which backend runs, how (dtype policy, compile backend, per-step sync), and why not others.
 
 Backends:
-- `cpu`: fp32, Inductor for torch.compile.
+- `cpu`: fp32, Inductor for torch.compile; glibc's allocator tuned for a training loop (`tune_malloc`: big tensors
+  come from the heap and stay mapped between steps instead of an mmap and munmap each), recorded in `describe()`.
 - `cuda`: bf16 autocast over fp32 master weights, TF32 allowed, fused AdamW, Inductor.
 - `neuron-native`: TorchNeuron (torch-neuronx >= 2.13, device "neuron"), bf16 autocast over fp32 masters,
   `torch.compile(backend="neuron")`.
@@ -78,6 +79,36 @@ def probe_neuron() -> NeuronProbe:
     return NeuronProbe("xla", "", versions)
 
 
+# glibc's mallopt parameters (malloc.h) and what the CPU device sets them to: a step allocates and frees the same
+# tens of MiB of tensors every step; by default each block over the (dynamic) mmap threshold is mmapped and unmapped
+# each time (page faults and zeroing every step), and freed heap tops are trimmed back to the system.
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_MMAP_MAX = -1, -3, -4
+MALLOC_SETTINGS = {"M_MMAP_MAX": (M_MMAP_MAX, 0), "M_TRIM_THRESHOLD": (M_TRIM_THRESHOLD, 2**30)}
+_MALLOC_STATE: dict | None = None  # what tune_malloc did in this process
+
+
+def tune_malloc() -> dict:
+    """Apply MALLOC_SETTINGS through glibc's mallopt (once per process); what was applied, or why not, for the run
+    record. Not a knob: it changes how fast a step runs, not what is trained."""
+    global _MALLOC_STATE
+    if _MALLOC_STATE is not None:
+        return _MALLOC_STATE
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError) as e:  # not glibc (musl, macOS): nothing to tune
+        _MALLOC_STATE = {"applied": False, "why": f"no glibc mallopt ({type(e).__name__}: {e})"}
+        return _MALLOC_STATE
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    applied = {key: value for key, (param, value) in MALLOC_SETTINGS.items() if mallopt(param, value) == 1}
+    _MALLOC_STATE = {"applied": True, "mallopt": applied} if applied else {"applied": False, "why": "mallopt refused"}
+    return _MALLOC_STATE
+
+
 @dataclass
 class DeviceInfo:
     kind: str  # cpu | cuda | neuron
@@ -86,6 +117,7 @@ class DeviceInfo:
     dtype_policy: str
     compile_backend: str | None  # None: this backend cannot torch.compile
     versions: dict
+    malloc: dict | None = None  # the CPU device's allocator settings (`tune_malloc`); None elsewhere
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -119,11 +151,13 @@ class DeviceInfo:
             "dtype_policy": self.dtype_policy,
             "compile_backend": self.compile_backend,
             "versions": self.versions,
+            **({"malloc": self.malloc} if self.malloc is not None else {}),
         }
 
 
 def _cpu() -> DeviceInfo:
-    return DeviceInfo("cpu", "cpu", torch.device("cpu"), "fp32", "inductor", {"torch": torch.__version__})
+    return DeviceInfo("cpu", "cpu", torch.device("cpu"), "fp32", "inductor", {"torch": torch.__version__},
+                      malloc=tune_malloc())
 
 
 def _cuda() -> DeviceInfo:

@@ -48,8 +48,11 @@ def test_bench_rows_say_which_implementation_ran(smoke_data, tmp_path):
     res = run_bench(["baseline", "baseline@interpreter"], profile="smoke", steps=1, repeats=1, device="cpu",
                     data=str(smoke_data.folder), memory=False, log=lambda m: None, out=tmp_path)
     ref, interp = res["rows"]
-    assert {i for impls in ref["kernel_calls"].values() for i in impls} == {"reference"}
-    assert {i for impls in interp["kernel_calls"].values() for i in impls} == {"interpreter"}
+    paths = {"head_softcap_cross_entropy_logits"}  # the head's backward: logits kept or recomputed, not an impl
+    assert {i for op, impls in ref["kernel_calls"].items() if op not in paths for i in impls} == {"reference"}
+    assert {i for op, impls in interp["kernel_calls"].items() if op not in paths for i in impls} == {"interpreter"}
+    assert ref["kernel_calls"]["head_softcap_cross_entropy_logits"] == {"kept": 1}  # smoke logits fit the budget
+    assert interp["kernel_calls"]["head_softcap_cross_entropy_logits"] == {"recomputed": 1}  # a kernel recomputes
     assert interp["kernel_calls"]["head_softcap_cross_entropy"]["interpreter"] == 1  # one timed step
     with pytest.raises(UserError, match="unknown kernel implementation"):
         run_bench(["baseline@fast"], profile="smoke", steps=1, repeats=1, device="cpu", data=str(smoke_data.folder),

@@ -20,7 +20,7 @@ def no_neuron(monkeypatch):
 def test_cpu_and_describe():
     d = select_device("cpu")
     assert (d.kind, d.backend, d.dtype_policy, d.compile_backend) == ("cpu", "cpu", "fp32", "inductor")
-    assert set(d.describe()) == {"kind", "backend", "device", "dtype_policy", "compile_backend", "versions"}
+    assert set(d.describe()) == {"kind", "backend", "device", "dtype_policy", "compile_backend", "versions", "malloc"}
     assert d.describe()["versions"]["torch"] == torch.__version__
 
 
@@ -125,3 +125,42 @@ def test_xla_flavour_without_torch_xla_says_so(monkeypatch):
 def test_unknown_device():
     with pytest.raises(UserError, match="unknown device"):
         select_device("tpu")
+
+
+def test_the_cpu_device_tunes_glibc_malloc_once_and_records_it(monkeypatch):
+    import ctypes
+
+    from frontier import devices
+
+    seen = []
+
+    class FakeLibc:
+        def __init__(self, *a, **k):
+            self.mallopt = self
+
+        def __call__(self, param, value):
+            seen.append((param, value))
+            return 1
+
+    monkeypatch.setattr(devices, "_MALLOC_STATE", None)
+    monkeypatch.setattr(ctypes, "CDLL", FakeLibc)
+    info = devices.select_device("cpu")
+    devices.select_device("cpu")  # once per process
+    assert seen == [(devices.M_MMAP_MAX, 0), (devices.M_TRIM_THRESHOLD, 2**30)]
+    assert info.describe()["malloc"] == {"applied": True, "mallopt": {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**30}}
+
+
+def test_malloc_is_tuned_only_for_the_cpu(monkeypatch):
+    from frontier import devices
+
+    def refuse():
+        raise AssertionError("tune_malloc called off the CPU")
+
+    monkeypatch.setattr(devices, "tune_malloc", refuse)
+    monkeypatch.setattr(devices.torch.cuda, "get_device_name", lambda *a: "a GPU")
+    monkeypatch.setattr(devices.torch.backends.cuda, "matmul", types.SimpleNamespace())  # _cuda's TF32 switches
+    monkeypatch.setattr(devices.torch.backends, "cudnn", types.SimpleNamespace())
+    info = devices._cuda()
+    assert "malloc" not in info.describe() and info.malloc is None
+    with pytest.raises(AssertionError, match="off the CPU"):
+        devices._cpu()

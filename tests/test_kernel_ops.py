@@ -199,11 +199,12 @@ def test_opcheck_every_op():
                                                    "test_aot_dispatch_dynamic"))
 
 
-def test_compiled_model_is_one_graph_with_one_node_per_op_call():
-    """fullgraph=True with the reference ops; each op is one node (opaque to Inductor), its backward another."""
+def _compiled_graph_targets(impl):
+    """Compile the smoke baseline with fullgraph=True under a backend that keeps the graph: (graphs, every
+    call_function node's (target, args) in it and its nested subgraphs)."""
     from frontier.train.trainer import build_model
 
-    cfg = resolve("baseline", "smoke")
+    cfg = resolve("baseline", "smoke", kernels=impl)
     model = build_model(cfg)
     graphs = []
 
@@ -213,14 +214,69 @@ def test_compiled_model_is_one_graph_with_one_node_per_op_call():
 
     compiled = torch.compile(model, backend=backend, fullgraph=True)
     x = torch.randint(0, cfg.model.vocab_size, (2, 16))
+    kernels.reset_calls()
     compiled(x, x).backward()
+    nodes = [(str(n.target), n.args) for _, m in graphs[0].named_modules() if hasattr(m, "graph")
+             for n in m.graph.nodes if n.op == "call_function"] if graphs else []
+    return cfg, graphs, nodes
+
+
+def test_compiled_model_is_one_graph_with_one_node_per_op_call():
+    """fullgraph=True with an opaque implementation (the interpreter): each op is one node, its backward another."""
+    cfg, graphs, nodes = _compiled_graph_targets("interpreter")
     assert len(graphs) == 1
-    targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
+    targets = [t for t, _ in nodes]
     L = cfg.model.n_layer
     assert targets.count("frontier.rmsnorm.default") == 4 * L + 2  # pre-attn, pre-MLP, q, k per block; embed, head
     assert targets.count("frontier.rotary.default") == 2 * L
     assert targets.count("frontier.relu2_mlp.default") == L
     assert targets.count("frontier.head_softcap_cross_entropy.default") == 1
+
+
+def test_compiled_cpu_reference_is_traced_through_and_counted_per_call_as_inlined():
+    """On the CPU the reference is traced into the graph (no opaque op node), and every op call leaves a
+    `frontier::count` node that counts it as it runs, forward and backward, as `reference (inlined ...)`."""
+    cfg, graphs, nodes = _compiled_graph_targets("reference")
+    assert len(graphs) == 1
+    targets = [t for t, _ in nodes]
+    assert not [t for t in targets if t.startswith("frontier.") and t != "frontier.count.default"]
+    counted = [args[1] for t, args in nodes if t == "frontier.count.default"]
+    L = cfg.model.n_layer
+    assert counted.count("rmsnorm") == 4 * L + 2 and counted.count("rotary") == 2 * L
+    assert counted.count("relu2_mlp") == L and counted.count("head_softcap_cross_entropy") == 1
+    seen = kernels.calls()  # one compiled call, forward and backward, counted when it ran
+    for op in ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy"):
+        n = counted.count(op)
+        assert seen[op] == {ops.INLINED: n} and seen[f"{op}.backward"] == {ops.INLINED: n}
+    assert seen[ops.LOGITS] == {"kept": 1}
+    rec = kernels.implementations(cfg, observed=seen)
+    assert rec["rmsnorm"] == "reference (inlined into the compiled graph)"
+
+
+def test_the_head_keeps_its_logits_within_the_budget_and_recomputes_in_chunks_beyond(monkeypatch):
+    """The memory budget decides: kept when N x V fits, recomputed chunk by chunk otherwise; same gradients both
+    ways, and the count says which path ran."""
+    gen = _gen(3)
+    h, w = torch.randn(24, 16, generator=gen), torch.randn(40, 16, generator=gen) * 0.3
+    targets = torch.randint(0, 40, (24,), generator=gen)
+    grads = {}
+    for budget in (24 * 40, 24 * 40 - 1):  # fits exactly; one element too many
+        monkeypatch.setattr(reference, "KEEP_ELEMENTS", budget)
+        monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 24 * 40 if budget == 24 * 40 else 7 * 40)  # 7-row chunks
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        kernels.reset_calls()
+        ops.head_softcap_cross_entropy(hh, ww, targets, 3.0).sum().backward()
+        path = "kept" if budget == 24 * 40 else "recomputed"
+        assert kernels.calls()[ops.LOGITS] == {path: 1}
+        grads[path] = (hh.grad, ww.grad)
+    for a, b in zip(grads["kept"], grads["recomputed"]):
+        assert _rel(a, b) < 1e-5
+    monkeypatch.undo()
+    from frontier.profiles import get_profile
+
+    shapes = {name: (get_profile(name).batch_size * get_profile(name).seq_len, get_profile(name).vocab_size)
+              for name in ("cpu", "gpu")}
+    assert reference.keeps_logits(*shapes["cpu"]) and not reference.keeps_logits(*shapes["gpu"]), shapes
 
 
 # ---------------------------------------------------------------------------------------------------- interpreter

@@ -11,6 +11,8 @@ with one line naming the op and the reason: no Neuron device or no real `nki` (f
 does not take. For the kernel implementations it calls every op
 once at the run's shapes (forward and backward), so a kernel that fails to compile or refuses a shape fails there,
 not mid-run. The run record's `implementations` are counted as the ops run (`ops.calls()`), not copied from here.
+Under torch.compile on the CPU the reference is traced into the compiled graph and recorded as
+`reference (inlined into the compiled graph)`, still counted per call as it runs (`ops`' docstring).
 
 Attention is not a fused op of ours: SDPA on CPU and CUDA (the vendor's kernel behind it on Neuron), recorded as such.
 
@@ -28,7 +30,7 @@ import torch
 
 from ..config import RunConfig
 from ..errors import UserError
-from .ops import IMPLEMENTATIONS, OPS, calls, reset_calls
+from .ops import IMPLEMENTATIONS, INLINED, LOGITS, OPS, calls, reset_calls
 
 REFERENCE = "reference"
 
@@ -209,8 +211,14 @@ def implementations(cfg: RunConfig, device=None, observed: dict | None = None) -
     `components`."""
     observed = calls() if observed is None else observed
     out = {op: "+".join(sorted(impls)) for op, impls in observed.items()}
-    if cfg.train.compile_optimizer and "newton_schulz" in out:
+    if cfg.train.compile_optimizer and "newton_schulz" in out and INLINED not in out["newton_schulz"]:
         out["newton_schulz"] += " (inside a compiled Muon step)"
+    if LOGITS in out:  # the head's backward: which path ran, and the budget that chose it
+        from .reference import KEEP_ELEMENTS
+
+        out[LOGITS] = (" and ".join(f"{path} in {n} backward{'s' if n != 1 else ''}"
+                                    for path, n in sorted(observed[LOGITS].items()))
+                       + f" (kept when the logits have at most {KEEP_ELEMENTS} fp32 elements)")
     return {**out, **components(cfg, device)}
 
 
@@ -227,5 +235,5 @@ def status(device=None) -> list[dict]:
     return rows
 
 
-__all__ = ["IMPLEMENTATIONS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
+__all__ = ["IMPLEMENTATIONS", "INLINED", "LOGITS", "OPS", "OP_INFO", "REFERENCE", "availability", "calls", "check", "components",
            "default_for", "implementations", "op_cases", "reset_calls", "status"]

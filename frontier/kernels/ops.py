@@ -17,6 +17,17 @@ implementation that runs behind it (a string argument of the op, so a compiled g
     interpreter  the NKI kernel's unmodified source run by the project's NumPy interpreter (any machine; slow)
     nki          the NKI kernel on a NeuronCore (`frontier.kernels.neuron`: torch-neuronx's `nki_op`)
 
+Inlined reference on the CPU. Under `torch.compile` on the CPU the `reference` implementation is not called through
+its opaque custom op: the wrappers below call the plain-torch reference (forward and backward, as an
+`autograd.Function`) so that Inductor traces through it and fuses it with its neighbours. Such calls are counted as
+`reference (inlined into the compiled graph)` (INLINED) by `frontier::count`, a side-effecting op placed in the
+compiled graph (forward and backward), so the count is per compiled call as it runs, not guessed at trace time.
+Everywhere else (eager, CUDA and Neuron graphs, the interpreter and nki implementations) the ops stay opaque.
+
+The head keeps tanh(logits / cap) for its backward when the logits fit `reference.KEEP_ELEMENTS` (a stated
+budget), else recomputes them in chunks; each backward counts which path ran under
+`head_softcap_cross_entropy_logits` (`kept` or `recomputed`; the kernels always recompute).
+
 There is no fallback: an implementation that cannot run raises. Every call is counted per (op, implementation) as
 it runs (`calls()`, `reset_calls()`); a run record's `implementations` are read from these counts, not from the
 config. `frontier.kernels.check` refuses, before training, an implementation that cannot run a config.
@@ -30,6 +41,9 @@ import torch
 IMPLEMENTATIONS = ("reference", "interpreter", "nki")
 OPS = ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy", "newton_schulz", "adamw_step")
 _CALLS: Counter = Counter()  # (op or op.backward, implementation) -> calls
+INLINED = "reference (inlined into the compiled graph)"
+LOGITS = "head_softcap_cross_entropy_logits"  # the head's backward: "kept" or "recomputed" logits
+_TALLY = torch.zeros((), dtype=torch.int64)  # what `frontier::count` names as mutated, so no graph drops it
 
 
 def backend(impl: str):
@@ -49,9 +63,26 @@ def backend(impl: str):
     raise ValueError(f"unknown kernel implementation {impl!r}; choose one of {', '.join(IMPLEMENTATIONS)}")
 
 
-def _run(name: str, impl: str, fn: str, *args):
+def _run(name: str, impl: str, fn: str, *args, **kwargs):
     _CALLS[(name, impl)] += 1
-    return getattr(backend(impl), fn)(*args)
+    return getattr(backend(impl), fn)(*args, **kwargs)
+
+
+@torch.library.custom_op("frontier::count", mutates_args=("tally",))
+def _count(tally: torch.Tensor, name: str, impl: str) -> None:
+    """Counts one call of `name` by `impl` when it runs (a node of the compiled graph, kept for its side effect)."""
+    _CALLS[(name, impl)] += 1
+
+
+@_count.register_fake
+def _(tally, name, impl):
+    return None
+
+
+def _inlined(impl: str, *tensors) -> bool:
+    """Whether this call is the reference traced into a graph being compiled for the CPU (module docstring)."""
+    return (impl == "reference" and torch.compiler.is_compiling()
+            and all(t.device.type == "cpu" for t in tensors if t is not None))
 
 
 def calls() -> dict[str, dict[str, int]]:
@@ -110,8 +141,25 @@ def _rmsnorm_grad(ctx, dy):
 _rmsnorm.register_autograd(_rmsnorm_grad, setup_context=_rmsnorm_setup)
 
 
+class _RMSNormInlined(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, eps):
+        _count(_TALLY, "rmsnorm", INLINED)
+        ctx.eps = eps
+        ctx.save_for_backward(x)
+        return _reference().rmsnorm_fwd(x, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        _count(_TALLY, "rmsnorm.backward", INLINED)
+        return _reference().rmsnorm_bwd(x, dy, ctx.eps), None
+
+
 def rmsnorm(x: torch.Tensor, impl: str = "reference", eps: float | None = None) -> torch.Tensor:
     """x * rsqrt(mean(x^2) + eps) over the last dim; eps None = x's dtype epsilon (as F.rms_norm)."""
+    if _inlined(impl, x):
+        return _RMSNormInlined.apply(x, eps)
     return _rmsnorm(x, eps, impl)
 
 
@@ -149,9 +197,25 @@ def _rotary_grad(ctx, dy):
 _rotary.register_autograd(_rotary_grad, setup_context=_rotary_setup)
 
 
+class _RotaryInlined(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        _count(_TALLY, "rotary", INLINED)
+        ctx.save_for_backward(cos, sin)
+        return _reference().rotary_fwd(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, dy):
+        cos, sin = ctx.saved_tensors
+        _count(_TALLY, "rotary.backward", INLINED)
+        return _reference().rotary_bwd(dy, cos, sin), None, None
+
+
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, impl: str = "reference") -> torch.Tensor:
     """x (B, T, H, hd) rotated per head by each position's angles; cos, sin (>= T, hd / 2), fp32."""
     T = x.size(1)
+    if _inlined(impl, x):
+        return _RotaryInlined.apply(x, cos[:T], sin[:T])
     return _rotary(x.contiguous(), cos[:T], sin[:T], impl)
 
 
@@ -168,7 +232,7 @@ def _relu2_mlp_backward(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, dy:
 
 
 def _saved_shape(x, w1, impl):
-    """The reference saves h = x W1^T for its backward; a kernel recomputes it and saves nothing."""
+    """The reference saves r = relu(x W1^T) for its backward; a kernel recomputes it and saves nothing."""
     return (*x.shape[:-1], w1.size(0)) if impl == "reference" else (0,)
 
 
@@ -196,28 +260,68 @@ def _relu2_mlp_grad(ctx, dy, _dsaved):
 _relu2_mlp.register_autograd(_relu2_mlp_grad, setup_context=_relu2_mlp_setup)
 
 
+class _ReLU2MLPInlined(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, w2):
+        _count(_TALLY, "relu2_mlp", INLINED)
+        y, r = _reference().relu2_mlp_fwd(x, w1, w2)
+        ctx.save_for_backward(x, w1, w2, r)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w1, w2, r = ctx.saved_tensors
+        _count(_TALLY, "relu2_mlp.backward", INLINED)
+        return _reference().relu2_mlp_bwd(x, w1, w2, dy.contiguous(), r)
+
+
 def relu2_mlp(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, impl: str = "reference") -> torch.Tensor:
     """relu(x W1^T)^2 W2^T for x (..., D), W1 (F, D), W2 (D, F)."""
     x, w1, w2 = _autocast(x, w1, w2)
+    if _inlined(impl, x):
+        return _ReLU2MLPInlined.apply(x.contiguous(), w1, w2)
     return _relu2_mlp(x.contiguous(), w1, w2, impl)[0]
 
 
 # ---------------------------------------------------------------------------------------------------- head + CE
+def _reference():
+    from . import reference
+
+    return reference
+
+
+def _kept_shape(hidden, w, impl):
+    """The reference keeps tanh(l / cap) (N, V) for its backward when it fits the budget; else nothing is kept."""
+    n, v = hidden.size(0), w.size(0)
+    return (n, v) if impl == "reference" and _reference().keeps_logits(n, v) else (0,)
+
+
 @torch.library.custom_op("frontier::head_softcap_cross_entropy", mutates_args=())
 def _head_ce(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, cap: float, impl: str,
              bias_row: Optional[torch.Tensor], bias_tokens: Optional[torch.Tensor],
-             bias_values: Optional[torch.Tensor], bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    return _run("head_softcap_cross_entropy", impl, "head_ce_fwd", hidden, w, targets, cap,
-                (bias_row, bias_tokens, bias_values, bias_dense))
+             bias_values: Optional[torch.Tensor], bias_dense: Optional[torch.Tensor]
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    out = _run("head_softcap_cross_entropy", impl, "head_ce_fwd", hidden, w, targets, cap,
+               (bias_row, bias_tokens, bias_values, bias_dense))
+    if len(out) == 2:  # a kernel: nothing kept
+        out = (*out, hidden.new_empty((0,), dtype=torch.float32))
+    return tuple(out)
 
 
 @torch.library.custom_op("frontier::head_softcap_cross_entropy_backward", mutates_args=())
 def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, lse: torch.Tensor,
-                      dloss: torch.Tensor, cap: float, impl: str, bias_row: Optional[torch.Tensor],
+                      dloss: torch.Tensor, kept: torch.Tensor, cap: float, impl: str, bias_row: Optional[torch.Tensor],
                       bias_tokens: Optional[torch.Tensor], bias_values: Optional[torch.Tensor],
                       bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets, lse,
-                               dloss, cap, (bias_row, bias_tokens, bias_values, bias_dense))
+    bias = (bias_row, bias_tokens, bias_values, bias_dense)
+    _CALLS[(LOGITS, "kept" if kept.numel() else "recomputed")] += 1
+    if kept.numel():
+        dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
+                                   lse, dloss, cap, bias, kept=kept)
+    else:
+        dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
+                                   lse, dloss, cap, bias)
+
     def empty():
         return hidden.new_empty((0,), dtype=torch.float32)
 
@@ -227,11 +331,13 @@ def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tens
 @_head_ce.register_fake
 def _(hidden, w, targets, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
     n = hidden.size(0)
-    return hidden.new_empty((n,), dtype=torch.float32), hidden.new_empty((n,), dtype=torch.float32)
+    f32 = torch.float32
+    return (hidden.new_empty((n,), dtype=f32), hidden.new_empty((n,), dtype=f32),
+            hidden.new_empty(_kept_shape(hidden, w, impl), dtype=f32))
 
 
 @_head_ce_backward.register_fake
-def _(hidden, w, targets, lse, dloss, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
+def _(hidden, w, targets, lse, dloss, kept, cap, impl, bias_row, bias_tokens, bias_values, bias_dense):
     f32 = torch.float32
     drow = hidden.new_empty((w.size(0),) if bias_row is not None else (0,), dtype=f32)
     dvals = hidden.new_empty(bias_values.shape if bias_values is not None else (0,), dtype=f32)
@@ -241,16 +347,17 @@ def _(hidden, w, targets, lse, dloss, cap, impl, bias_row, bias_tokens, bias_val
 def _head_ce_setup(ctx, inputs, output):
     hidden, w, targets, ctx.cap, ctx.impl, row, toks, vals, dense = inputs
     ctx.has = (row is not None, toks is not None, vals is not None, dense is not None)
-    ctx.save_for_backward(hidden, w, targets, output[1], *(t for t in (row, toks, vals, dense) if t is not None))
+    ctx.save_for_backward(hidden, w, targets, output[1], output[2],
+                          *(t for t in (row, toks, vals, dense) if t is not None))
 
 
-def _head_ce_grad(ctx, dloss, _dlse):
-    hidden, w, targets, lse, *present = ctx.saved_tensors
+def _head_ce_grad(ctx, dloss, _dlse, _dkept):
+    hidden, w, targets, lse, kept, *present = ctx.saved_tensors
     it = iter(present)
     row, toks, vals, dense = (next(it) if has else None for has in ctx.has)
     if dense is not None and ctx.needs_input_grad[8]:
         raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
-    dh, dw, drow, dvals = _head_ce_backward(hidden, w, targets, lse, dloss.contiguous(), ctx.cap, ctx.impl,
+    dh, dw, drow, dvals = _head_ce_backward(hidden, w, targets, lse, dloss.contiguous(), kept, ctx.cap, ctx.impl,
                                             row, toks, vals, dense)
     return (dh, dw, None, None, None, drow if row is not None else None, None,
             dvals if vals is not None else None, None)
@@ -259,14 +366,42 @@ def _head_ce_grad(ctx, dloss, _dlse):
 _head_ce.register_autograd(_head_ce_grad, setup_context=_head_ce_setup)
 
 
+class _HeadInlined(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, w, targets, cap, row, toks, vals, dense):
+        _count(_TALLY, "head_softcap_cross_entropy", INLINED)
+        bias = (row, toks, vals, dense)
+        loss, lse, kept = _reference().head_ce_fwd(hidden, w, targets, cap, bias)
+        ctx.cap, ctx.has = cap, tuple(t is not None for t in bias)
+        ctx.save_for_backward(hidden, w, targets, lse, kept, *(t for t in bias if t is not None))
+        return loss
+
+    @staticmethod
+    def backward(ctx, dloss):
+        hidden, w, targets, lse, kept, *present = ctx.saved_tensors
+        it = iter(present)
+        bias = tuple(next(it) if has else None for has in ctx.has)
+        if bias[3] is not None and ctx.needs_input_grad[7]:
+            raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
+        _count(_TALLY, "head_softcap_cross_entropy.backward", INLINED)
+        _count(_TALLY, LOGITS, "kept" if kept.numel() else "recomputed")
+        dh, dw, drow, dvals = _reference().head_ce_bwd(hidden, w, targets, lse, dloss.contiguous(), ctx.cap, bias,
+                                                      kept=kept if kept.numel() else None)
+        return dh, dw, None, None, drow, None, dvals, None
+
+
 def head_softcap_cross_entropy(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, cap: float,
                                impl: str = "reference", bias_row=None, bias_tokens=None, bias_values=None,
                                bias_dense=None) -> torch.Tensor:
     """Per-position cross-entropy (nats, fp32, shape (N,)) of z = cap tanh(hidden W^T / cap) + bias, for hidden
     (N, D), W (V, D), targets (N,). The bias: a row added to every position (V,), sparse corrections `bias_values`
     (N, E) scattered at `bias_tokens` (N, E) (the n-gram mix of a training batch), or a dense (N, V) one
-    (evaluation). Its logits are computed a chunk of rows at a time, forward and backward."""
+    (evaluation). Its logits are kept for the backward when they fit the stated budget
+    (`reference.KEEP_ELEMENTS`), else computed a chunk of rows at a time, forward and backward."""
     hidden, w = _autocast(hidden, w)
+    if _inlined(impl, hidden):
+        return _HeadInlined.apply(hidden.contiguous(), w, targets.contiguous(), float(cap), bias_row, bias_tokens,
+                                  bias_values, bias_dense)
     return _head_ce(hidden.contiguous(), w, targets.contiguous(), float(cap), impl, bias_row, bias_tokens,
                     bias_values, bias_dense)[0]
 
@@ -284,6 +419,9 @@ def _(g, steps, impl):
 
 def newton_schulz(g: torch.Tensor, steps: int = 5, impl: str = "reference") -> torch.Tensor:
     """Muon's orthogonalisation of g (..., m, n) in g's dtype (matrices along leading dims are independent)."""
+    if _inlined(impl, g):
+        _count(_TALLY, "newton_schulz", INLINED)
+        return _reference().newton_schulz(g, steps)
     return _newton_schulz(g.contiguous(), steps, impl)
 
 
@@ -305,5 +443,10 @@ def adamw_step(param, grad, exp_avg, exp_avg_sq, lr: float, beta1: float, beta2:
                weight_decay: float, step: float, impl: str = "reference") -> None:
     """One AdamW step of `param` in place (its moments too); `step` counts from 1. The kernel implementations
     receive the per-step values (step size, bias corrections, decay) as small tensors, never as constants."""
+    if _inlined(impl, param):
+        _count(_TALLY, "adamw_step", INLINED)
+        _reference().adamw_step(param, grad, exp_avg, exp_avg_sq, float(lr), float(beta1), float(beta2), float(eps),
+                                float(weight_decay), float(step))
+        return
     _adamw_step(param, grad, exp_avg, exp_avg_sq, float(lr), float(beta1), float(beta2), float(eps),
                 float(weight_decay), float(step), impl)
