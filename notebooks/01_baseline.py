@@ -96,6 +96,21 @@ print(ex.code_banner())
 # n-gram table lookups or optimiser bookkeeping gets the probe's ratio, not its own. Nor does it undo a machine's
 # speed changing between two probe timings.
 #
+# Measured on the reference machine (`frontier clock-check baseline ngram-sized --budget 60`, record
+# `runs/bench/cpu/clock-check-baseline+ngram-sized-20261203-014131.json`; same seed, 60 reference seconds):
+#
+# | recipe | 2 threads | 1 thread | 2 threads beside a busy process |
+# |---|---|---|---|
+# | `baseline` | 127 steps, 59.8 wall s | 136 steps (+7%), 110.6 s | 113 steps (-11%), 182.1 s |
+# | `ngram-sized` | 185 steps, 62.5 wall s | 227 steps (+23%), 118.6 s | 177 steps (-4%), 177.5 s |
+#
+# Under the wall clock the slower runs would have had about 40-70% fewer steps. The probe stands for the
+# baseline's step better than for `ngram-sized`'s, part of whose step (the n-gram counting) runs on one thread
+# whatever torch's thread count: at 1 thread its step slowed 1.55x while the probe slowed 1.92x, so it was
+# under-charged and took 23% more steps. The probe's own noise: one timing varies by about 10% (standard
+# deviation over 20 timings in one process); over a 180-second run its timings' later half and earlier half
+# differed by 7% (`runs/bench/cpu/clock-check-baseline-20261203-015529.json`).
+#
 # `trn2` (and `gpu`) keep the competition's wall clock: the competition fixed the hardware and charged wall
 # seconds, and its records are comparable only under its own rule. `frontier train --clock wall|reference`
 # chooses another clock for any run; a wall-clock record is reused only on hardware like the one that trained it,

@@ -138,7 +138,8 @@ def test_a_resumed_run_continues_both_clocks(smoke_data, tmp_path):
     timings = after["probe"]["timings_s"]
     assert timings[:len(before["probe"]["timings_s"])] == before["probe"]["timings_s"]
     assert [t["where"] for t in timings].count("resume") == 1
-    assert after["probe"]["drift"] == pytest.approx(3.0)  # 2 x reference, then 0.5 x: moved fourfold
+    assert after["probe"]["range"] == pytest.approx(3.0)  # 2 x reference, then 0.5 x: fourfold
+    assert after["probe"]["drift"] < -0.5 and after["probe"]["drifted"]  # faster in the later half
 
 
 def test_old_records_hash_as_wall_clock_records():
@@ -237,3 +238,12 @@ def test_compare_prints_the_groups_probe_ratios_and_warns_past_the_noise():
     assert "machine speed" in out["close"] and "warning" not in out["close"]
     assert "warning: the groups ran on machines whose probe times differ" in out["far"]
     assert "machine speed" not in out["wall"]
+
+
+def test_one_noisy_timing_sets_the_range_not_the_drift():
+    c = BudgetClock(budget_s=1.0, uncharged_steps=0, allowance_s=0.0)
+    for t in (1.0, 1.0, 2.0, 1.0, 1.0, 1.1, 1.0, 1.0, 1.0):
+        c.add_probe({"probe_s": t, "repeats_s": [t]}, ref_s=1.0)
+    s = c.probe_summary()
+    assert s["range"] == 1.0 and s["drift"] == 0.0 and not s["drifted"] and s["probe_s_median"] == 1.0
+    assert BudgetClock(budget_s=1.0, uncharged_steps=0, allowance_s=0.0).probe_summary()["drift"] is None
