@@ -110,3 +110,21 @@ def test_profile_step_writes_a_record_with_shares_that_sum_to_one(tmp_path, caps
     assert sum(g["share"] for g in rec["groups"]) == pytest.approx(1.0)
     assert 0 < rec["matmul_share"] < 1 and rec["kernel_calls"]["rmsnorm"] == {"reference": 4 * 2 + 2}
     assert "matrix multiplies" in capsys.readouterr().out
+
+
+def test_a_kernel_handed_the_references_kept_logits_recomputes_them():
+    # the roofline replays a reference call's arguments (kept tanh included) through the interpreter: it must run
+    import torch
+    from frontier.kernels import ops
+    torch.manual_seed(0)
+    n, d, v = 8, 16, 32
+    h, w = torch.randn(n, d), torch.randn(v, d) * 0.1
+    targets = torch.randint(0, v, (n,))
+    loss, lse, kept = ops._head_ce(h, w, targets, 30.0, "reference", None, None, None, None)
+    assert kept.numel() == n * v  # small logits are kept by the reference
+    ops.reset_calls()
+    ref = ops._head_ce_backward(h, w, targets, lse, torch.ones(n), kept, 30.0, "reference", None, None, None, None)
+    got = ops._head_ce_backward(h, w, targets, lse, torch.ones(n), kept, 30.0, "interpreter", None, None, None, None)
+    # the kernels multiply in bf16 (fp32 accumulation): agreement to bf16 precision
+    assert torch.allclose(ref[0], got[0], rtol=2e-2, atol=2e-3) and torch.allclose(ref[1], got[1], rtol=2e-2, atol=2e-3)
+    assert ops.calls()[ops.LOGITS] == {"kept": 1, "recomputed": 1}

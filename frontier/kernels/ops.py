@@ -314,8 +314,10 @@ def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tens
                       bias_tokens: Optional[torch.Tensor], bias_values: Optional[torch.Tensor],
                       bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     bias = (bias_row, bias_tokens, bias_values, bias_dense)
-    _CALLS[(LOGITS, "kept" if kept.numel() else "recomputed")] += 1
-    if kept.numel():
+    keep = kept.numel() > 0 and impl == "reference"  # a kernel recomputes whatever it is handed (the roofline
+    # replays a reference call's arguments through the interpreter)
+    _CALLS[(LOGITS, "kept" if keep else "recomputed")] += 1
+    if keep:
         dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
                                    lse, dloss, cap, bias, kept=kept)
     else:
