@@ -325,7 +325,7 @@ def kernel_inputs(op: str, args: tuple) -> list[tuple[str, list, dict]]:
         return [("head_ce_fwd", [_np32(h), _np32(w), targets.detach().cpu().numpy().astype(np.int32)],
                  {"cap": float(cap)})]
     if op == "head_softcap_cross_entropy_backward":
-        h, w, targets, lse, dloss, cap = args[:6]
+        h, w, targets, lse, dloss, _kept, cap = args[:7]  # the kernel recomputes what the reference kept
         return [("head_ce_bwd", [_np32(h), _np32(w), targets.detach().cpu().numpy().astype(np.int32), _np32(lse),
                                  _np32(dloss)], {"cap": float(cap)})]
     if op == "newton_schulz":
