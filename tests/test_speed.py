@@ -128,3 +128,14 @@ def test_a_kernel_handed_the_references_kept_logits_recomputes_them():
     # the kernels multiply in bf16 (fp32 accumulation): agreement to bf16 precision
     assert torch.allclose(ref[0], got[0], rtol=2e-2, atol=2e-3) and torch.allclose(ref[1], got[1], rtol=2e-2, atol=2e-3)
     assert ops.calls()[ops.LOGITS] == {"kept": 1, "recomputed": 1}
+
+
+def test_versions_table_keeps_cells_apart_when_they_are_wider_than_the_names():
+    """Short version names (commits) and five-digit tokens/s with a ratio: every cell still has spaces before it."""
+    cell = {"median": 11_071.0, "ratio": 1.45}
+    rec = {"profile": "cpu", "rounds": 3, "repeats": 1, "steps": 8,
+           "versions": [{"spec": "0fa2235"}, {"spec": "dfc55dc"}, {"spec": "ab2aa8c"}],
+           "table": [{"recipe": "compile", "versions": {s: dict(cell) for s in ("0fa2235", "dfc55dc", "ab2aa8c")}}]}
+    row = speed.format_versions(rec).splitlines()[-1]
+    assert row.split() == ["compile"] + ["11,071", "(1.45x)"] * 3
+    assert ")11," not in row

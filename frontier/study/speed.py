@@ -190,17 +190,20 @@ def summarise_versions(resolved: list[dict], recipes: list[str], executions: lis
 
 def format_versions(result: dict) -> str:
     specs = [v["spec"] for v in result["versions"]]
-    width = max(14, *(len(s) + 2 for s in specs))
-    lines = [f"bench-versions: profile {result['profile']}, {result['rounds']} alternating executions of each version "
-             f"x {result['repeats']} rounds x {result['steps']} steps; median tokens/s (ratio to {specs[0]})",
-             f"{'recipe':<14}" + "".join(f"{s:>{width}}" for s in specs)]
+    rows = []
     for row in result["table"]:
         cells = []
         for s in specs:
             c = row["versions"][s]
             cells.append("absent" if c["median"] is None else f"{c['median']:,.0f} ({c['ratio']:.2f}x)"
                          if c["ratio"] is not None else f"{c['median']:,.0f}")
-        lines.append(f"{row['recipe']:<14}" + "".join(f"{c:>{width}}" for c in cells))
+        rows.append((row["recipe"], cells))
+    # Every column at least two spaces wider than its widest entry, so that no two cells run together.
+    width = max(14, *(len(s) + 2 for s in specs), *(len(c) + 2 for _, cells in rows for c in cells))
+    lines = [f"bench-versions: profile {result['profile']}, {result['rounds']} alternating executions of each version "
+             f"x {result['repeats']} rounds x {result['steps']} steps; median tokens/s (ratio to {specs[0]})",
+             f"{'recipe':<14}" + "".join(f"{s:>{width}}" for s in specs)]
+    lines += [f"{recipe:<14}" + "".join(f"{c:>{width}}" for c in cells) for recipe, cells in rows]
     return "\n".join(lines)
 
 
