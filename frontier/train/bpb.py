@@ -12,6 +12,12 @@ window included). Two conventions decide which positions and bytes count:
   right after a special token. Its byte total can be smaller than the text's (one byte per document that
   starts with a space).
 
+Each score also keeps its bits and bytes per validation document (`val_by_document`, the score's convention): the
+validation stream is documents, each BOS and then its tokens, and a target counts in the document of the token
+before it (so a BOS target, which ends a document, counts in the document it ends; under `nanochat` it carries
+neither bits nor bytes). Summed, they are the totals: sum(bits) / sum(bytes) = val_bpb. What the few documents of
+the split leave uncertain is `frontier.study.bootstrap`'s.
+
 Adaptive evaluation (`evaluate_bpb_adaptive`, `frontier eval --adaptive`) is not the competition's score: it
 scores the same windows in order and, after scoring each, counts it into the n-gram tables, as a compressor
 adapts to what it has coded. It is reported as `val_bpb_adaptive`, the like-for-like comparison with xz or PPMd.
@@ -51,12 +57,17 @@ def scored_bytes(tok: Tokenizer, inputs: np.ndarray, targets: np.ndarray, conven
 @torch.no_grad()
 def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
                  device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
-    """Score `model` on the token stream `tokens`; both conventions, `convention` first."""
+    """Score `model` on the token stream `tokens`; both conventions, `convention` first, and `convention`'s bits and
+    bytes per document (`val_by_document`: {"bits": [...], "bytes": [...]}, one entry per document in stream
+    order)."""
     sums = {c: {"nats": 0.0, "bytes": 0, "tokens": 0} for c in CONVENTIONS}
+    docs = document_of_position(tokens, tok.bos_id)
+    n_docs = int(docs[-1]) + 1 if len(docs) else 0
+    doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
     was_training = model.training
     model.eval()
     try:
-        for w in eval_windows(tokens, seq_len, batch_size):
+        for w, d in zip(eval_windows(tokens, seq_len, batch_size), eval_windows(docs, seq_len, batch_size)):
             with autocast or nullcontext():
                 nats = model(w.inputs.to(device), w.targets.to(device), reduction="none")
             nats = nats.double().cpu().numpy()
@@ -66,6 +77,10 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
                 sums[c]["nats"] += float(nats[mask].sum())
                 sums[c]["bytes"] += int(nbytes.sum())
                 sums[c]["tokens"] += int(mask.sum())
+                if c == convention:  # the document of each target: that of its input token
+                    doc = d.inputs.numpy()[mask]
+                    doc_nats += np.bincount(doc, weights=nats[mask], minlength=n_docs)
+                    doc_bytes += np.bincount(doc, weights=nbytes[mask], minlength=n_docs).astype(np.int64)
     finally:
         model.train(was_training)
     by = {
@@ -77,7 +92,14 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
         }
         for c, s in sums.items()
     }
-    return {**by[convention], "bpb_convention": convention, "by_convention": by}
+    per_doc = {"bits": (doc_nats / math.log(2)).tolist(), "bytes": doc_bytes.tolist()}
+    return {**by[convention], "bpb_convention": convention, "by_convention": by, "val_by_document": per_doc}
+
+
+def document_of_position(tokens: np.ndarray, bos_id: int) -> np.ndarray:
+    """The document (0, 1, ...) each position of a token stream lies in: a document starts at each BOS; positions
+    before the first BOS (a stream that does not start with one) count in document 0."""
+    return np.maximum(np.cumsum(np.asarray(tokens) == bos_id) - 1, 0)
 
 
 @torch.no_grad()
@@ -87,8 +109,8 @@ def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: in
     at a time; 1: window by window) of a model that, after scoring each batch of windows, counts it into the n-gram
     tables of every fold (evaluation reads their average), so that each window sees the counts of all windows
     before its batch (not those of earlier positions in its own window). The tables hold again what they held
-    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_tokens`, `val_bytes`,
-    `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
+    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_by_document_adaptive`,
+    `val_tokens`, `val_bytes`, `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
     a `UserError`."""
     ngram = getattr(model, "ngram", None)
     if ngram is None:
@@ -116,8 +138,9 @@ class CountAfterScoring(torch.nn.Module):
 
 
 def _adaptive_names(score: dict) -> dict:
-    """`val_bpb` and `val_loss` renamed `val_bpb_adaptive` and `val_loss_adaptive`; the rest as it is."""
-    return {(k + "_adaptive" if k in ("val_bpb", "val_loss") else k): v for k, v in score.items()}
+    """`val_bpb`, `val_loss` and `val_by_document` renamed `val_bpb_adaptive`, `val_loss_adaptive` and
+    `val_by_document_adaptive`; the rest as it is."""
+    return {(k + "_adaptive" if k in ("val_bpb", "val_loss", "val_by_document") else k): v for k, v in score.items()}
 
 
 @torch.no_grad()
