@@ -306,7 +306,8 @@ def train(
         "device": device.describe(),
         "hardware": records.hardware(device.device),
         "code": records.code_version(),
-        "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash},
+        "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash,
+                 "train_tokens": sum(len(t) for t in dataset.train_tokens())},  # epochs read = tokens / this
         "params": model.num_params(),
         "strict": strict,
         "kernels": cfg.train.kernels,
