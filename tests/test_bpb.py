@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from frontier.data.loader import eval_windows
-from frontier.train.bpb import bits_per_byte, evaluate_bpb, scored_bytes
+from frontier.train.bpb import bits_per_byte, evaluate_bpb, evaluate_bpb_by_document, scored_bytes
 
 
 class Uniform(torch.nn.Module):
@@ -76,7 +76,10 @@ def test_per_document_scores_sum_to_the_totals_and_follow_the_documents(smoke_da
     lengths = _document_lengths(val, tok.bos_id)
     assert val[0] == tok.bos_id and len(lengths) > 1
     for convention in ("nanochat", "parameter-golf"):
-        res = evaluate_bpb(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4, convention=convention)
+        res = evaluate_bpb_by_document(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4,
+                                       convention=convention)
+        assert {k: v for k, v in res.items() if k != "val_by_document"} == evaluate_bpb(
+            Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4, convention=convention)  # the same score
         per_doc = res["val_by_document"]
         assert len(per_doc["bits"]) == len(per_doc["bytes"]) == len(lengths)
         assert sum(per_doc["bytes"]) == res["val_bytes"]
@@ -85,8 +88,15 @@ def test_per_document_scores_sum_to_the_totals_and_follow_the_documents(smoke_da
         targets = [n - 1 for n in lengths] if convention == "nanochat" else lengths[:-1] + [lengths[-1] - 1]
         for bits, n in zip(per_doc["bits"], targets):
             assert abs(bits - n * bits_per_token) <= 1e-5 * n * bits_per_token  # float32 cross-entropy
-    nanochat = evaluate_bpb(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4)["val_by_document"]
+    nanochat = evaluate_bpb_by_document(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4)["val_by_document"]
     assert nanochat["bytes"] == [len(d.encode("utf-8")) for d in _val_docs(smoke_data)]
+
+
+def test_splitting_by_document_leaves_the_model_in_its_mode(smoke_data):
+    tok, val = smoke_data.tokenizer, smoke_data.val_tokens()
+    model = Uniform(tok.vocab_size).eval()
+    evaluate_bpb_by_document(model, val[:200], tok, seq_len=32, batch_size=4)
+    assert not model.training
 
 
 def test_a_stream_without_a_leading_bos_counts_its_first_tokens_in_document_0():

@@ -12,11 +12,13 @@ window included). Two conventions decide which positions and bytes count:
   right after a special token. Its byte total can be smaller than the text's (one byte per document that
   starts with a space).
 
-Each score also keeps its bits and bytes per validation document (`val_by_document`, the score's convention): the
-validation stream is documents, each BOS and then its tokens, and a target counts in the document of the token
-before it (so a BOS target, which ends a document, counts in the document it ends; under `nanochat` it carries
-neither bits nor bytes). Summed, they are the totals: sum(bits) / sum(bytes) = val_bpb. What the few documents of
-the split leave uncertain is `frontier.study.bootstrap`'s.
+A run's score also keeps its bits and bytes per validation document (`evaluate_bpb_by_document`, `val_by_document`,
+the score's convention), split from the same scoring pass: the validation stream is documents, each BOS and then
+its tokens, and a target counts in the document of the token before it (so a BOS target, which ends a document,
+counts in the document it ends; under `nanochat` it carries neither bits nor bytes). Summed, they are the
+totals: sum(bits) / sum(bytes) = val_bpb. What the split's few documents leave uncertain is
+`frontier.study.bootstrap`'s. (`evaluate_bpb` itself is left as it was: `frontier.study.replay` checks that the
+scoring functions are those of a record's commit.)
 
 Adaptive evaluation (`evaluate_bpb_adaptive`, `frontier eval --adaptive`) is not the competition's score: it
 scores the same windows in order and, after scoring each, counts it into the n-gram tables, as a compressor
@@ -57,17 +59,12 @@ def scored_bytes(tok: Tokenizer, inputs: np.ndarray, targets: np.ndarray, conven
 @torch.no_grad()
 def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
                  device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
-    """Score `model` on the token stream `tokens`; both conventions, `convention` first, and `convention`'s bits and
-    bytes per document (`val_by_document`: {"bits": [...], "bytes": [...]}, one entry per document in stream
-    order)."""
+    """Score `model` on the token stream `tokens`; both conventions, `convention` first."""
     sums = {c: {"nats": 0.0, "bytes": 0, "tokens": 0} for c in CONVENTIONS}
-    docs = document_of_position(tokens, tok.bos_id)
-    n_docs = int(docs[-1]) + 1 if len(docs) else 0
-    doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
     was_training = model.training
     model.eval()
     try:
-        for w, d in zip(eval_windows(tokens, seq_len, batch_size), eval_windows(docs, seq_len, batch_size)):
+        for w in eval_windows(tokens, seq_len, batch_size):
             with autocast or nullcontext():
                 nats = model(w.inputs.to(device), w.targets.to(device), reduction="none")
             nats = nats.double().cpu().numpy()
@@ -77,10 +74,6 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
                 sums[c]["nats"] += float(nats[mask].sum())
                 sums[c]["bytes"] += int(nbytes.sum())
                 sums[c]["tokens"] += int(mask.sum())
-                if c == convention:  # the document of each target: that of its input token
-                    doc = d.inputs.numpy()[mask]
-                    doc_nats += np.bincount(doc, weights=nats[mask], minlength=n_docs)
-                    doc_bytes += np.bincount(doc, weights=nbytes[mask], minlength=n_docs).astype(np.int64)
     finally:
         model.train(was_training)
     by = {
@@ -92,8 +85,48 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
         }
         for c, s in sums.items()
     }
-    per_doc = {"bits": (doc_nats / math.log(2)).tolist(), "bytes": doc_bytes.tolist()}
-    return {**by[convention], "bpb_convention": convention, "by_convention": by, "val_by_document": per_doc}
+    return {**by[convention], "bpb_convention": convention, "by_convention": by}
+
+
+class KeepScores(torch.nn.Module):
+    """`model`, which keeps the per-position nats of every batch of windows it scores, in order (`nats`), as float64
+    NumPy arrays: what `evaluate_bpb` summed, for splitting by document afterwards."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model, self.nats = model, []
+        self.training = model.training  # evaluate_bpb puts back the mode it found: the model's own
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        nats = self.model(idx, targets, reduction=reduction)
+        self.nats.append(nats.detach().double().cpu().numpy())
+        return nats
+
+
+def evaluate_bpb_by_document(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
+                             device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
+    """`evaluate_bpb` (its score, unchanged), and from the same pass its bits and bytes per document under
+    `convention`: `val_by_document` = {"bits": [...], "bytes": [...]}, one entry per document in stream order."""
+    kept = KeepScores(model)
+    score = evaluate_bpb(kept, tokens, tok, seq_len, batch_size, device, convention, autocast)
+    return {**score, "val_by_document": split_by_document(kept.nats, tokens, tok, seq_len, batch_size, convention)}
+
+
+def split_by_document(nats: list[np.ndarray], tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
+                      convention: str) -> dict:
+    """The scored nats of `eval_windows(tokens, seq_len, batch_size)` (one array per batch of windows, in order) as
+    bits and bytes per document: a target counts in the document of its input token (`document_of_position`), its
+    bytes and whether it counts at all as `scored_bytes` says under `convention`."""
+    docs = document_of_position(tokens, tok.bos_id)
+    n_docs = int(docs[-1]) + 1
+    doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
+    windows = zip(nats, eval_windows(tokens, seq_len, batch_size), eval_windows(docs, seq_len, batch_size), strict=True)
+    for n, w, d in windows:
+        mask, nbytes = scored_bytes(tok, w.inputs.numpy(), w.targets.numpy(), convention)
+        doc = d.inputs.numpy()[mask]
+        doc_nats += np.bincount(doc, weights=n[mask], minlength=n_docs)
+        doc_bytes += np.bincount(doc, weights=nbytes[mask], minlength=n_docs).astype(np.int64)
+    return {"bits": (doc_nats / math.log(2)).tolist(), "bytes": doc_bytes.tolist()}
 
 
 def document_of_position(tokens: np.ndarray, bos_id: int) -> np.ndarray:
@@ -109,8 +142,8 @@ def evaluate_bpb_adaptive(model, tokens: np.ndarray, tok: Tokenizer, seq_len: in
     at a time; 1: window by window) of a model that, after scoring each batch of windows, counts it into the n-gram
     tables of every fold (evaluation reads their average), so that each window sees the counts of all windows
     before its batch (not those of earlier positions in its own window). The tables hold again what they held
-    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_by_document_adaptive`,
-    `val_tokens`, `val_bytes`, `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
+    before when it returns. Returns `val_bpb_adaptive`, `val_loss_adaptive`, `val_tokens`, `val_bytes`,
+    `bpb_convention` and `by_convention` (with the same names); never a `val_bpb`. A model without n-gram tables:
     a `UserError`."""
     ngram = getattr(model, "ngram", None)
     if ngram is None:
@@ -138,9 +171,8 @@ class CountAfterScoring(torch.nn.Module):
 
 
 def _adaptive_names(score: dict) -> dict:
-    """`val_bpb`, `val_loss` and `val_by_document` renamed `val_bpb_adaptive`, `val_loss_adaptive` and
-    `val_by_document_adaptive`; the rest as it is."""
-    return {(k + "_adaptive" if k in ("val_bpb", "val_loss", "val_by_document") else k): v for k, v in score.items()}
+    """`val_bpb` and `val_loss` renamed `val_bpb_adaptive` and `val_loss_adaptive`; the rest as it is."""
+    return {(k + "_adaptive" if k in ("val_bpb", "val_loss") else k): v for k, v in score.items()}
 
 
 @torch.no_grad()
