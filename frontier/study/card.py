@@ -215,7 +215,8 @@ def reproduce_section(rec: dict) -> list[str]:
     lines = ["```", r.command(), "```"]
     if r.exact:
         lines.append(f"Checked: these flags resolve, with this code, to the record's config, field for field (hash "
-                     f"{r.config.digest()}; recorded {rec.get('config_hash')}).")
+                     f"{r.config.digest()}; recorded {rec.get('config_hash')}). The steps a budget buys depend on the "
+                     f"machine and its clock; this run took {fmt(rec.get('steps'))}.")
     else:
         lines.append("**Not exact**: the flags do not reach this record's config: " + "; ".join(r.differs) + ".")
     if rec.get("command"):
