@@ -131,6 +131,20 @@ def test_a_config_no_flag_reaches_is_named_not_hidden():
     assert "**Not exact**" in record_card(rec)
 
 
+def test_an_older_record_is_exact_only_where_its_missing_fields_are_later_defaults():
+    """A field added after a record was written (`LATER_FIELDS`), at the default older code ran with, is no
+    difference; any other field the record lacks is, because this code's default may not be what that code did."""
+    from frontier.study.card import reproduce
+
+    rec = _record(resolve("ngram-only", "smoke"))
+    del rec["config"]["model"]["ngram"]["check_bits"], rec["config"]["train"]["clock"]
+    rec["config"]["train"].update(clock="reference")  # the smoke profile's clock is not a later field's default
+    assert reproduce(rec).exact
+    del rec["config"]["model"]["ngram"]["folds"]
+    r = reproduce(rec)
+    assert r.differs == ["model.ngram.folds: not in the record, flags 2"]
+
+
 @pytest.fixture(scope="module")
 def smoke_run(smoke_data, tmp_path_factory):
     """A finished smoke run of the n-gram model alone (no network to compile), with an n-gram setting changed."""

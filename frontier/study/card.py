@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from ..config import RunConfig, field_value
+from ..config import LATER_FIELDS, RunConfig, field_value
 from ..data.dataset import MANIFEST, embedded_folder_name
 from ..devices import DEVICES
 from ..errors import UserError
@@ -93,9 +93,29 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def _differences(ours: RunConfig, theirs: RunConfig) -> list[str]:
-    a, b = _flat(ours.to_dict()), _flat(theirs.to_dict())
-    return [f"{k}: record {a.get(k)!r}, flags {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+def _as_stored(config: dict) -> dict:
+    """A config's fields, flat ("model.ngram.slots"), as a JSON record keeps them (a tuple is a list)."""
+    return _flat(json.loads(json.dumps(config)))
+
+
+def _differences(recorded: dict, again: RunConfig, recorded_hash: str | None) -> list[str]:
+    """Where the config the flags resolve to (`again`) differs from the record's (`recorded`, as stored): a value, a
+    field the record lacks (unless it is one added later, at the default older code ran with: `LATER_FIELDS`), a
+    field this code lacks; and, where every field agrees, the config hash."""
+    ours, theirs = _as_stored(recorded), _as_stored(again.to_dict())
+    later = {f"{section}.{name}": default for section, fields in LATER_FIELDS.items() for name, default in fields.items()}
+    out = []
+    for k in sorted(set(ours) | set(theirs)):
+        if k not in ours:
+            if not (k in later and later[k] == theirs[k]):
+                out.append(f"{k}: not in the record, flags {theirs[k]!r}")
+        elif k not in theirs:
+            out.append(f"{k}: record {ours[k]!r}, not in this code's config")
+        elif ours[k] != theirs[k]:
+            out.append(f"{k}: record {ours[k]!r}, flags {theirs[k]!r}")
+    if not out and again.digest() != recorded_hash:
+        out.append(f"config hash: record {recorded_hash}, flags {again.digest()}")
+    return out
 
 
 def _data_flag(rec: dict, profile) -> list[str]:
@@ -135,7 +155,7 @@ def reproduce(rec: dict) -> Reproduction:
     again = resolve(cfg.recipe, profile, budget_s=budget, vocab_size=cfg.model.vocab_size, kernels=t.kernels,
                     clock=t.clock, ngram=ngram or None, optim=optim or None,
                     ema=dataclasses.replace(base.train.ema, **ema) if ema else None)
-    return Reproduction(argv, again, _differences(cfg, again))
+    return Reproduction(argv, again, _differences(rec["config"], again, rec.get("config_hash")))
 
 
 # ----------------------------------------------------------------------------- what the card derives
@@ -254,8 +274,9 @@ def parameters_section(rec: dict) -> list[str]:
              f"with this code; {check})"]
     ngram = rec.get("ngram")
     if ngram and ngram.get("table_mib") is not None:
+        folds = f", {ngram['folds']} folds" if "folds" in ngram else ""  # older records do not say
         lines.append(f"n-gram tables: {ngram['table_mib']:.1f} MiB (their buffers when the run was evaluated, "
-                     f"recorded), {ngram['folds']} folds, {fmt(ngram.get('counted_tokens'))} tokens counted")
+                     f"recorded){folds}, {fmt(ngram.get('counted_tokens'))} tokens counted")
     return lines
 
 
