@@ -184,6 +184,17 @@ def test_the_card_shows_the_score_with_its_steps_and_a_command_that_reproduces_i
     assert again.digest() == rec["config_hash"] and a.steps == 3 and a.ngram == ["slots=8"]
 
 
+def test_the_card_of_an_excluded_run_says_so_and_why(tmp_path):
+    from frontier.records import exclude
+    from frontier.study.card import score_section
+
+    rec = {"recipe": "baseline", "steps": 10, "val_bpb": 2.5, "bpb_convention": "nanochat", "status": "finished",
+           "run_dir": str(tmp_path)}
+    assert not any("Excluded" in line for line in score_section(rec))
+    exclude(tmp_path, "trained under changing load")
+    assert any("Excluded" in line and "trained under changing load" in line for line in score_section(rec))
+
+
 def test_the_card_is_written_to_out(smoke_run, tmp_path, capsys):
     code, card, err = main_cli(capsys, "card", str(smoke_run), "--out", str(tmp_path / "card.md"))
     assert code == 0, err

@@ -32,6 +32,7 @@ from ..data.dataset import MANIFEST, embedded_folder_name
 from ..devices import DEVICES
 from ..errors import UserError
 from ..profiles import get_profile
+from ..records import EXCLUDED, excluded, load_record
 from ..recipes import RECIPES, resolve
 from .bootstrap import bootstrap_bpb
 from .report import fmt, short_code
@@ -217,6 +218,9 @@ def score_section(rec: dict) -> list[str]:
     lines = [f"**val_bpb {rec['val_bpb']:.4f} ({steps})**, {rec.get('bpb_convention')} convention: "
              f"{fmt(rec.get('val_bytes'))} bytes, {fmt(rec.get('val_tokens'))} tokens scored; status "
              f"{rec.get('status')}"]
+    why = excluded(rec["run_dir"]) if rec.get("run_dir") else None
+    if why:
+        lines.append(f"**Excluded from comparisons** (`{EXCLUDED}` beside the record): {why}")
     if "val_bpb_ema" in rec:
         lines.append(f"live weights {rec['val_bpb_live']:.4f}, EMA alone {rec['val_bpb_ema']:.4f}")
     if rec.get("val_by_document"):
@@ -348,8 +352,6 @@ def record_card(rec: dict) -> str:
 def write_card(run_dir: str | Path, out: str | Path | None = None) -> str:
     """The record card of the run in `run_dir` (one clear error where it holds no record); written to `out` as
     well where given (a view of the record, rebuilt from it at any time: an older card there is replaced)."""
-    from ..records import load_record
-
     card = record_card(load_record(run_dir))
     if out is not None:
         try:
