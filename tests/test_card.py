@@ -178,6 +178,8 @@ def test_the_card_shows_the_score_with_its_steps_and_a_command_that_reproduces_i
     assert f"**val_bpb {rec['val_bpb']:.4f} ({rec['steps']:,} steps)**" in card
     assert "score in [" in card  # the interval over the validation documents
     assert "n-gram tables:" in card and f"{rec['ngram']['table_mib']:.1f} MiB" in card
+    epochs = rec["tokens"] / rec["data"]["train_tokens"]
+    assert f"{epochs:.2f} epochs of {rec['data']['train_tokens']:,} training tokens (recorded)" in card
     command = reproduce(rec)
     assert command.exact and f"```\n{command.command()}\n```" in card
     a, again = _config_of_command(command.argv, rec["config"]["model"]["vocab_size"])

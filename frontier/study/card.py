@@ -21,6 +21,7 @@ the recorded total; the epochs read need the training split's size, which newer 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,7 +179,7 @@ def parameter_parts(rec: dict) -> dict:
     return parts
 
 
-def train_tokens(rec: dict) -> tuple[int | None, str]:
+def training_split_tokens(rec: dict) -> tuple[int | None, str]:
     """The training split's tokens and where that number came from: the record, or the manifest of its data folder
     (when the folder is on this machine and its manifest hash is the record's); (None, why) otherwise."""
     data = rec.get("data") or {}
@@ -187,8 +188,6 @@ def train_tokens(rec: dict) -> tuple[int | None, str]:
     path = Path(data.get("folder", "")) / MANIFEST
     if not path.is_file():
         return None, "not recorded, and its data folder is not on this machine"
-    import hashlib
-
     raw = path.read_bytes()
     if hashlib.sha256(raw).hexdigest()[:16] != data.get("manifest_hash"):
         return None, "not recorded, and the data folder here holds other data (manifest hash differs)"
@@ -285,7 +284,7 @@ def parameters_section(rec: dict) -> list[str]:
 
 
 def reading_section(rec: dict) -> list[str]:
-    n, source = train_tokens(rec)
+    n, source = training_split_tokens(rec)
     epochs = f"{rec['tokens'] / n:.2f} epochs of {n:,} training tokens ({source})" if n and rec.get("tokens") else \
         f"epochs: unknown ({source})"
     tps = rec.get("tokens_per_s")
