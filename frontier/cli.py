@@ -89,18 +89,36 @@ def _field_changes(items: list[str] | None, flag: str, example: str) -> dict | N
     any."""
     if not items:
         return None
+    from .config import field_value
+
     out = {}
     for item in items:
         field, eq, value = item.partition("=")
         if not eq or not field:
             raise UserError(f"{flag} {item!r} is not FIELD=VALUE", f"pass e.g. {flag} {example}")
-        for kind in (int, float):
-            try:
-                out[field] = kind(value)
-                break
-            except ValueError:
-                out[field] = value
+        out[field] = field_value(value)
     return out
+
+
+def _train_settings(a):
+    """What `frontier train`'s arguments `a` choose over the recipe: (recipe, profile, EMA, n-gram changes, optimiser
+    changes)."""
+    from .profiles import get_profile
+    from .recipes import get_recipe
+
+    recipe = get_recipe(a.recipe)
+    return (recipe, get_profile(a.profile), _ema_override(a, recipe),
+            _field_changes(a.ngram, "--ngram", "slots_short=256"), _field_changes(a.optim, "--optim", "matrix_lr=0.04"))
+
+
+def train_config(a, vocab_size: int, kernels: str):
+    """The config `frontier train` trains for its parsed arguments `a` (a new run, not --resume), on data of
+    `vocab_size` tokens, its fused ops run by `kernels`."""
+    from .recipes import resolve
+
+    recipe, profile, ema, ngram, optim = _train_settings(a)
+    return resolve(recipe, profile, budget_s=a.budget, vocab_size=vocab_size, ema=ema, kernels=kernels, ngram=ngram,
+                   optim=optim, clock=a.clock)
 
 
 def cmd_train(a) -> int:
@@ -108,8 +126,6 @@ def cmd_train(a) -> int:
     `world_size`) this process launches torchrun and waits (`frontier.train.distributed.launch`); under torchrun each
     rank trains its share of every batch and rank 0 speaks for the job."""
     from .devices import select_device
-    from .profiles import get_profile
-    from .recipes import get_recipe, resolve
     from .train import distributed
     from .train.trainer import train
 
@@ -138,15 +154,11 @@ def cmd_train(a) -> int:
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
-        recipe, profile = get_recipe(a.recipe), get_profile(a.profile)  # bad names fail before any data is read
-        ema = _ema_override(a, recipe)
-        ngram = _field_changes(a.ngram, "--ngram", "slots_short=256")
-        optim = _field_changes(a.optim, "--optim", "matrix_lr=0.04")
+        recipe, profile, ema, ngram, optim = _train_settings(a)  # bad names fail before any data is read
         data, nproc = a.data, a.nproc or profile.nproc
 
     def config(dataset, kernels):
-        return resolve(recipe, profile, budget_s=a.budget, vocab_size=dataset.vocab_size, ema=ema, kernels=kernels,
-                       ngram=ngram, optim=optim, clock=a.clock)
+        return train_config(a, dataset.vocab_size, kernels)
 
     def default_run_dir(cfg) -> Path:
         return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -230,6 +242,13 @@ def cmd_eval(a) -> int:
               "(adaptive: each validation window scored, then counted into the n-gram tables; not the "
               "competition's score)")
     print(f"val_bpb={score['val_bpb']:.6f}")
+    return 0
+
+
+def cmd_card(a) -> int:
+    from .study.card import write_card
+
+    print(write_card(a.run, a.out), end="")
     return 0
 
 
@@ -630,6 +649,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "as a compressor adapts (not the competition's score; the tables are restored afterwards)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
+
+    s = sub.add_parser("card", help="a run's record card: score, reproducing command, settings, sizes, speed",
+                       description="Print a run's record card (Markdown): val_bpb with its steps and its interval over "
+                       "the validation documents, the one `frontier train` command that reproduces it (checked), the "
+                       "recipe and its parents, every setting, parameters and n-gram table memory, tokens, epochs, "
+                       "tokens/s, code, data, hardware and the loss log.")
+    s.add_argument("run", metavar="RUN_DIR")
+    s.add_argument("--out", metavar="FILE", help="also write the card to FILE (rebuilt from the record: replaces it)")
+    s.set_defaults(func=cmd_card)
 
     s = sub.add_parser("compare", help="compare runs with their noise",
                        description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "

@@ -227,6 +227,17 @@ LATER_FIELDS = {"optim": {"muon_momentum_warmup_frac": None},
                                 "mixer": "global"}}
 
 
+def field_value(text: str) -> int | float | str:
+    """The value of a FIELD=VALUE setting on the command line (`frontier train --ngram`, `--optim`): a whole number
+    where it reads as one, else a number, else the text."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def stable_hash(obj: Any, length: int = 16) -> str:
     blob = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:length]

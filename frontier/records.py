@@ -2,9 +2,12 @@
 
 Run records, `RUN_DIR/result.json`, are written by the trainer and read by the chapters, `compare` and `eval`. A
 run record holds the recipe, profile and fully resolved config, the seed, the hardware and software, the code
-version (git SHA, dirty or not), the data manifest's hash, the clock (budget, charged and uncharged seconds),
-the score (val_bpb with its convention, val_loss, val_tokens, val_bytes), the status (finished, interrupted,
-diverged, running), the implementation that ran for each op, and the loss curve.
+version (git SHA, dirty or not), the data manifest's hash and the training split's tokens (`data.train_tokens`),
+the clock (budget, charged and uncharged seconds), the score (val_bpb with its convention, val_loss, val_tokens,
+val_bytes, and its bits and bytes per validation document, `val_by_document`), the status (finished, interrupted,
+diverged, running), the implementation that ran for each op, and the loss curve. Records written before
+`data.train_tokens` and `val_by_document` were kept lack them, and load as they are. `frontier card RUN_DIR` shows a
+record on one page (`frontier.study.card`).
 
 Bench records (`frontier bench`, `bench-table`, `bench-head`, `bench-ngram`, `ngram-orders`, `kernels --census`,
 `kernels --roofline`) are one JSON file each: `record` ("frontier-bench"), `kind`, `created` (local time, ISO

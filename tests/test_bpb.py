@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from frontier.data.loader import eval_windows
-from frontier.train.bpb import bits_per_byte, evaluate_bpb, scored_bytes
+from frontier.train.bpb import bits_per_byte, evaluate_bpb, evaluate_bpb_by_document, scored_bytes
 
 
 class Uniform(torch.nn.Module):
@@ -59,3 +59,48 @@ def test_convention_masks(smoke_data):
     y = np.array([[5, 6, tok.bos_id]])
     mask, nbytes = scored_bytes(tok, x, y, "nanochat")
     assert mask.tolist() == [[True, True, False]] and nbytes[0, 2] == 0
+
+
+def _document_lengths(val, bos_id):
+    """Positions per document of the stream (each BOS starts one)."""
+    cuts = list(np.flatnonzero(val == bos_id)) + [len(val)]
+    return [b - a for a, b in zip(cuts, cuts[1:])]
+
+
+def test_per_document_scores_sum_to_the_totals_and_follow_the_documents(smoke_data):
+    """A document's targets are those whose input token lies in it: L - 1 scored targets under nanochat (its BOS
+    target, which ends it, scores nothing), L under parameter-golf (the BOS target counts), one fewer for the last
+    document (the stream's last token has no target)."""
+    tok, val = smoke_data.tokenizer, smoke_data.val_tokens()
+    bits_per_token = math.log2(tok.vocab_size)
+    lengths = _document_lengths(val, tok.bos_id)
+    assert val[0] == tok.bos_id and len(lengths) > 1
+    for convention in ("nanochat", "parameter-golf"):
+        res = evaluate_bpb_by_document(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4,
+                                       convention=convention)
+        assert {k: v for k, v in res.items() if k != "val_by_document"} == evaluate_bpb(
+            Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4, convention=convention)  # the same score
+        per_doc = res["val_by_document"]
+        assert len(per_doc["bits"]) == len(per_doc["bytes"]) == len(lengths)
+        assert sum(per_doc["bytes"]) == res["val_bytes"]
+        total_bits = res["val_bpb"] * res["val_bytes"]
+        assert abs(sum(per_doc["bits"]) - total_bits) < 1e-9 * total_bits
+        targets = [n - 1 for n in lengths] if convention == "nanochat" else lengths[:-1] + [lengths[-1] - 1]
+        for bits, n in zip(per_doc["bits"], targets):
+            assert abs(bits - n * bits_per_token) <= 1e-5 * n * bits_per_token  # float32 cross-entropy
+    nanochat = evaluate_bpb_by_document(Uniform(tok.vocab_size), val, tok, seq_len=32, batch_size=4)["val_by_document"]
+    assert nanochat["bytes"] == [len(d.encode("utf-8")) for d in _val_docs(smoke_data)]
+
+
+def test_splitting_by_document_leaves_the_model_in_its_mode(smoke_data):
+    tok, val = smoke_data.tokenizer, smoke_data.val_tokens()
+    model = Uniform(tok.vocab_size).eval()
+    evaluate_bpb_by_document(model, val[:200], tok, seq_len=32, batch_size=4)
+    assert not model.training
+
+
+def test_a_stream_without_a_leading_bos_counts_its_first_tokens_in_document_0():
+    from frontier.train.bpb import document_of_position
+
+    assert document_of_position(np.array([7, 8, 1, 9, 1, 1, 5]), bos_id=1).tolist() == [0, 0, 0, 0, 1, 2, 2]
+    assert document_of_position(np.array([1, 8, 1, 9]), bos_id=1).tolist() == [0, 0, 1, 1]

@@ -337,9 +337,7 @@ def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: 
     """The embedded corpus (or another named one, `corpus.CORPORA`) prepared for `vocab_size`, cached under
     ~/.cache/frontier/data (built on first use); `max_bytes`: only its first documents up to that many bytes (a
     folder of its own)."""
-    root = root or cache_dir() / "data"
-    cut = f"-b{max_bytes}" if max_bytes else ""
-    folder = root / f"{corpus_name}-py{sys.version.split()[0]}-v{vocab_size}{cut}"
+    folder = (root or cache_dir() / "data") / embedded_folder_name(vocab_size, corpus_name, max_bytes)
     if not (folder / MANIFEST).exists():
         log(f"prepare: building the {corpus_name} corpus for vocabulary {vocab_size} in {folder}")
         try:
@@ -348,6 +346,14 @@ def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: 
             if "already holds a dataset" not in e.problem:  # another process finished it first
                 raise
     return Dataset(folder)
+
+
+def embedded_folder_name(vocab_size: int, corpus_name: str = "embedded", max_bytes: int | None = None,
+                         python: str | None = None) -> str:
+    """The name of the folder `embedded_dataset` prepares a named corpus in (under Python `python`, default this
+    one: the embedded corpus is read from its standard library)."""
+    cut = f"-b{max_bytes}" if max_bytes else ""
+    return f"{corpus_name}-py{python or sys.version.split()[0]}-v{vocab_size}{cut}"
 
 
 def profile_dataset(profile, log: Callable[[str], None] = print, corpus_name: str = "embedded") -> Dataset:

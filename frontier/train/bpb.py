@@ -12,6 +12,14 @@ window included). Two conventions decide which positions and bytes count:
   right after a special token. Its byte total can be smaller than the text's (one byte per document that
   starts with a space).
 
+A run's score also keeps its bits and bytes per validation document (`evaluate_bpb_by_document`, `val_by_document`,
+the score's convention), split from the same scoring pass: the validation stream is documents, each BOS and then
+its tokens, and a target counts in the document of the token before it (so a BOS target, which ends a document,
+counts in the document it ends; under `nanochat` it carries neither bits nor bytes). Summed, they are the
+totals: sum(bits) / sum(bytes) = val_bpb. What the split's few documents leave uncertain is
+`frontier.study.bootstrap`'s. (`evaluate_bpb` itself is left as it was: `frontier.study.replay` checks that the
+scoring functions are those of a record's commit.)
+
 Adaptive evaluation (`evaluate_bpb_adaptive`, `frontier eval --adaptive`) is not the competition's score: it
 scores the same windows in order and, after scoring each, counts it into the n-gram tables, as a compressor
 adapts to what it has coded. It is reported as `val_bpb_adaptive`, the like-for-like comparison with xz or PPMd.
@@ -78,6 +86,53 @@ def evaluate_bpb(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_
         for c, s in sums.items()
     }
     return {**by[convention], "bpb_convention": convention, "by_convention": by}
+
+
+class KeepScores(torch.nn.Module):
+    """`model`, which keeps the per-position nats of every batch of windows it scores, in order (`nats`), as float64
+    NumPy arrays: what `evaluate_bpb` summed, for splitting by document afterwards."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model, self.nats = model, []
+        self.training = model.training  # evaluate_bpb puts back the mode it found: the model's own
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        nats = self.model(idx, targets, reduction=reduction)
+        self.nats.append(nats.detach().double().cpu().numpy())
+        return nats
+
+
+def evaluate_bpb_by_document(model, tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
+                             device: torch.device | str = "cpu", convention: str = "nanochat", autocast=None) -> dict:
+    """`evaluate_bpb` (its score, unchanged), and from the same pass its bits and bytes per document under
+    `convention`: `val_by_document` = {"bits": [...], "bytes": [...]}, one entry per document in stream order."""
+    kept = KeepScores(model)
+    score = evaluate_bpb(kept, tokens, tok, seq_len, batch_size, device, convention, autocast)
+    return {**score, "val_by_document": split_by_document(kept.nats, tokens, tok, seq_len, batch_size, convention)}
+
+
+def split_by_document(nats: list[np.ndarray], tokens: np.ndarray, tok: Tokenizer, seq_len: int, batch_size: int,
+                      convention: str) -> dict:
+    """The scored nats of `eval_windows(tokens, seq_len, batch_size)` (one array per batch of windows, in order) as
+    bits and bytes per document: a target counts in the document of its input token (`document_of_position`), its
+    bytes and whether it counts at all as `scored_bytes` says under `convention`."""
+    docs = document_of_position(tokens, tok.bos_id)
+    n_docs = int(docs[-1]) + 1
+    doc_nats, doc_bytes = np.zeros(n_docs), np.zeros(n_docs, dtype=np.int64)
+    windows = zip(nats, eval_windows(tokens, seq_len, batch_size), eval_windows(docs, seq_len, batch_size), strict=True)
+    for n, w, d in windows:
+        mask, nbytes = scored_bytes(tok, w.inputs.numpy(), w.targets.numpy(), convention)
+        doc = d.inputs.numpy()[mask]
+        doc_nats += np.bincount(doc, weights=n[mask], minlength=n_docs)
+        doc_bytes += np.bincount(doc, weights=nbytes[mask], minlength=n_docs).astype(np.int64)
+    return {"bits": (doc_nats / math.log(2)).tolist(), "bytes": doc_bytes.tolist()}
+
+
+def document_of_position(tokens: np.ndarray, bos_id: int) -> np.ndarray:
+    """The document (0, 1, ...) each position of a token stream lies in: a document starts at each BOS; positions
+    before the first BOS (a stream that does not start with one) count in document 0."""
+    return np.maximum(np.cumsum(np.asarray(tokens) == bos_id) - 1, 0)
 
 
 @torch.no_grad()

@@ -47,7 +47,7 @@ from ..devices import DeviceInfo
 from ..errors import UserError
 from ..model.gpt import GPT
 from ..optim.optimizers import Optimizers
-from .bpb import evaluate_bpb, evaluate_bpb_adaptive
+from .bpb import evaluate_bpb_adaptive, evaluate_bpb_by_document
 from ..profiles import get_profile
 from .clock import PROBE_REPEATS, BudgetClock
 from .probes import ProbeShapes, source_hash, time_probe
@@ -306,7 +306,8 @@ def train(
         "device": device.describe(),
         "hardware": records.hardware(device.device),
         "code": records.code_version(),
-        "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash},
+        "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash,
+                 "train_tokens": sum(len(t) for t in dataset.train_tokens())},  # epochs read = tokens / this
         "params": model.num_params(),
         "strict": strict,
         "kernels": cfg.train.kernels,
@@ -573,6 +574,8 @@ def score_run(model: torch.nn.Module, ema: WeightEMA | None, cfg: RunConfig, dat
 
 
 def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo) -> dict:
-    """val_bpb of `model` on the whole validation split, as `cfg` says to evaluate (never charged)."""
-    return evaluate_bpb(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
-                        device.device, cfg.train.bpb_convention, device.autocast())
+    """val_bpb of `model` on the whole validation split, as `cfg` says to evaluate (never charged), with its bits
+    and bytes per validation document (`val_by_document`)."""
+    return evaluate_bpb_by_document(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len,
+                                    cfg.train.eval_batch_size, device.device, cfg.train.bpb_convention,
+                                    device.autocast())
