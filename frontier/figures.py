@@ -22,9 +22,9 @@ from .errors import UserError
 DPI = 110
 
 
-def new_figure(width: float = 6.4, height: float = 3.8, ncols: int = 1):
+def new_figure(width: float = 6.4, height: float = 3.8, ncols: int = 1, width_ratios=None):
     fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(1, ncols)
+    axes = fig.subplots(1, ncols, width_ratios=width_ratios)
     return fig, axes
 
 
