@@ -345,15 +345,16 @@ for corpus, d, res in (("embedded", data, results), ("stdlib-source", data2, res
                 label=ladder.corpus_label("final", corpus), need_checkpoint=True)
     adaptive = evaluate_run(f0["run_dir"], d, device, log=lambda *a: None, adaptive=True, adaptive_batch=adaptive_batch)
     comp_rows += [{"corpus": corpus, "model": c["compressor"], "val_bpb": c["val_bpb"]} for c in comp]
-    comp_rows += [{"corpus": corpus, "model": f"{name} (mean of {len(res[name])})",
-                   "val_bpb": sum(x["val_bpb"] for x in res[name]) / len(res[name])} for name in ("baseline", "final")]
-    comp_rows.append({"corpus": corpus, "model": "final, seed 0, adaptive (counts what it has scored)",
+    comp_rows += [{"corpus": corpus, "model": f"{name} (mean ± std of {len(res[name])} seeds)" if len(res[name]) > 1
+                   else f"{name} (one seed)", "val_bpb": report.mean_std(x["val_bpb"] for x in res[name])[0],
+                   "std": report.mean_std(x["val_bpb"] for x in res[name])[1]} for name in ("baseline", "final")]
+    comp_rows.append({"corpus": corpus, "model": "final, adaptive (counts what it has scored), one seed",
                       "val_bpb": adaptive["val_bpb_adaptive"]})
 display(Markdown(report.markdown_table(comp_rows, ["corpus", "model", "val_bpb"])))
 fig, axes = new_figure(10.0, 3.6, ncols=2)
 for ax, corpus in zip(axes, ("embedded", "stdlib-source")):
     rs = sorted((r for r in comp_rows if r["corpus"] == corpus), key=lambda r: r["val_bpb"])
-    ax.barh(range(len(rs)), [r["val_bpb"] for r in rs],
+    ax.barh(range(len(rs)), [r["val_bpb"] for r in rs], xerr=[r.get("std", float("nan")) for r in rs], capsize=3,
             color=["C2" if r["model"].startswith("final") else "C0" if r["model"].startswith("baseline") else "0.6"
                    for r in rs])
     ax.set_yticks(range(len(rs)), [r["model"] for r in rs], fontsize=7)
@@ -422,7 +423,7 @@ std_ = {r["model"]: r["val_bpb"] for r in comp_rows if r["corpus"] == "stdlib-so
 comp_names = {r["model"] for r in comp_rows if not r["model"].startswith(("baseline", "final"))}
 best_key = {c: min((r for r in comp_rows if r["corpus"] == c and r["model"] in comp_names), key=lambda r: r["val_bpb"])["model"]
             for c in ("embedded", "stdlib-source")} if comp_names else {}
-ad_key = "final, seed 0, adaptive (counts what it has scored)"
+ad_key = "final, adaptive (counts what it has scored), one seed"
 by2 = {r["rung"]: r for r in rows2 if "mean" in r}
 display(Markdown(
     f"- The ladder ({P.name}, {P.budget_s:g} charged s, {P.seeds} seeds per rung, paired by seed): "
