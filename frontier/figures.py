@@ -2,7 +2,10 @@
 
 Figures are plain `matplotlib.figure.Figure` objects (no pyplot state, no GUI backend). `save_figure` writes a
 PNG without the software stamp, so re-running a chapter does not churn bytes, and refuses a figure whose title,
-labels, tick labels or legend run past its canvas (`texts_outside`): a cut-off title is what a reader would see. A bare `Figure` has no IPython
+labels, tick labels or legend run past its canvas (`texts_outside`): a cut-off title is what a reader would see.
+It also refuses bars that mislead (`bars_that_mislead`): a bar's length is read as its value, so bars stand on a
+linear axis whose limits include zero (bars on a log axis, or on an axis cut just below the data, make a small
+ratio look large); values that need a log axis are drawn as dots or lines. A bare `Figure` has no IPython
 formatter of its own (a notebook would print `<Figure size 640x380 with 1 Axes>`), so importing this module
 inside IPython registers one: a cell that ends with a figure displays it as an `image/png` output, the same
 pixels `save_figure` writes. Outside IPython nothing is registered.
@@ -22,9 +25,9 @@ from .errors import UserError
 DPI = 110
 
 
-def new_figure(width: float = 6.4, height: float = 3.8, ncols: int = 1):
+def new_figure(width: float = 6.4, height: float = 3.8, ncols: int = 1, width_ratios=None):
     fig = Figure(figsize=(width, height), layout="constrained")
-    axes = fig.subplots(1, ncols)
+    axes = fig.subplots(1, ncols, width_ratios=width_ratios)
     return fig, axes
 
 
@@ -56,12 +59,43 @@ def texts_outside(fig: Figure, tolerance_px: float = 1.0) -> list[str]:
     return out
 
 
+def bars_that_mislead(fig: Figure) -> list[str]:
+    """One line per axes of `fig` whose bars a reader would misread: bars on a log value axis (there is no zero to
+    stand on, so a bar's length depends on where the axis is cut), or bars on a linear value axis whose limits do
+    not include zero (the cut base magnifies the differences)."""
+    from matplotlib.container import BarContainer
+
+    out = []
+    for i, ax in enumerate(fig.axes):
+        bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+        if not bars:
+            continue
+        name = repr(ax.get_title()) if ax.get_title() else f"axes {i}"
+        for orientation, axis in (("vertical", ax.yaxis), ("horizontal", ax.xaxis)):
+            if not any(getattr(c, "orientation", "vertical") == orientation for c in bars):
+                continue
+            which = "y" if axis is ax.yaxis else "x"
+            if axis.get_scale() != "linear":
+                out.append(f"{name}: bars on a {axis.get_scale()} {which} axis")
+                continue
+            lo, hi = sorted(axis.get_view_interval())
+            if lo > 0 or hi < 0:
+                out.append(f"{name}: bars on a {which} axis from {lo:.4g} to {hi:.4g}, which leaves out zero")
+    return out
+
+
 def save_figure(fig, path: str | Path, dpi: int = DPI) -> Path:
-    """Write `fig` as a PNG (no software stamp); refuse one with a text past its canvas, naming the text."""
+    """Write `fig` as a PNG (no software stamp); refuse one with a text past its canvas, naming the text, or with
+    bars that mislead (on a log axis, or on an axis that leaves out zero), naming the axes."""
     cut = texts_outside(fig)
     if cut:
         raise UserError(f"figure {Path(path).name}: {len(cut)} text(s) run past the canvas ({cut[0]!r})",
                         "shorten the text, break it over lines, or make the figure wider")
+    bad = bars_that_mislead(fig)
+    if bad:
+        raise UserError(f"figure {Path(path).name}: {bad[0]}, so a bar's length misstates its value",
+                        "draw bars on a linear axis from zero, or draw the values as dots or lines (a log axis is "
+                        "fine for those, with the ratio said in the title)")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=dpi, metadata={"Software": None})

@@ -120,13 +120,16 @@ display(Markdown(report.markdown_table(curve, {"rows": "table rows", "dense_ms":
 
 # %%
 fig, ax = new_figure(6.0, 3.6)
-ax.plot([c["rows"] for c in curve], [c["dense_ms"] for c in curve], "o-", label="dense AdamW (naive)")
-ax.plot([c["rows"] for c in curve], [c["sparse_ms"] for c in curve], "o-", label="sparse row-wise Adam (fix)")
-ax.plot([c["rows"] for c in curve], [c["torch_sparseadam_ms"] for c in curve], "s--", label="torch.optim.SparseAdam")
+for kind, style, label in (("dense", "o-", "dense AdamW (naive)"), ("sparse", "o-", "sparse row-wise Adam (fix)"),
+                           ("torch-sparseadam", "s--", "torch.optim.SparseAdam")):
+    best = [c[kind.replace("-", "_") + "_ms"] for c in curve]
+    ax.errorbar([c["rows"] for c in curve], best, fmt=style, capsize=3, label=label,
+                yerr=[[b - min(c["samples"][kind]) for b, c in zip(best, curve)],
+                      [max(c["samples"][kind]) - b for b, c in zip(best, curve)]])
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xlabel("table rows")
-ax.set_ylabel("ms per step (table's share, best of 3)")
+ax.set_ylabel(f"ms per step (table's share)\nbest of {table['repeats']}; bar: up to the slowest")
 ax.set_title(f"bigram table update, width {dim}, {x.numel():,} positions per batch")
 ax.legend()
 save_figure(fig, figures / f"04_update_time_{P.name}.png")

@@ -74,6 +74,9 @@ figures_dir = "../figures"
 from pathlib import Path
 
 import matplotlib
+from matplotlib.cm import ScalarMappable
+from matplotlib.colors import Normalize
+from matplotlib.ticker import MaxNLocator
 import numpy as np
 import torch
 from IPython.display import Markdown, display
@@ -373,9 +376,10 @@ fig, axes = new_figure(8.0, 3.2, ncols=2)
 for ax, rec in zip(axes, [shards[0], better[0]]):
     mix = rec["ngram"]
     ax.bar(range(len(mix["mixture"])), mix["mixture"])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("context length (tokens)")
     ax.set_ylabel("mixture weight")
-    ax.set_title(f"{rec['recipe']}: scale {mix['scale']:.2f} (seed 0)", fontsize=9)
+    ax.set_title(f"{rec['recipe']}: scale {mix['scale']:.2f} (one seed: seed 0)", fontsize=9)
 save_figure(fig, figures / f"06_mixture_{P.name}.png")
 fig
 
@@ -384,23 +388,32 @@ fig
 #
 # One validation passage (the first evaluation window), scored by `ngram-ctx` (seed 0) as evaluation scores it,
 # and by the same network with the bias left out (`explain_positions`). Each bar is one token: how many bits the
-# counts saved there (positive) or cost (negative), coloured by the mixture's expected context length at that
-# position, the per-context weighting at work.
+# network loses there when its counts are taken away (positive) or gains (negative), coloured by the mixture's
+# expected context length at that position, the per-context weighting at work.
+#
+# What this measures is how much a network *trained with* the counts depends on them, not what the counts are
+# worth. That network learned alongside the bias and left to it what the counts predict well, so taking the bias
+# away removes knowledge the network never acquired: the loss is several bits a token, far more than the counts
+# add over a network trained without them. Their worth is the gain at equal budget above, `ngram-ctx` against
+# `bigram` (the same network and budget, no counts), printed after the figure in the same unit, bits a token. The
+# figure shows *where* in a passage the trained network leans on its counts, not by how much they improve it.
 
 # %%
 model, mcfg = load_run_model(ex.run("ngram-ctx", P, seed=0, root=run_root, need_checkpoint=True)["run_dir"])
 w = next(eval_windows(data.val_tokens(), P.seq_len, 1))
 why = {k: v[0] for k, v in explain_positions(model, w.inputs, w.targets).items()}
 n_show = min(160, P.seq_len)
-fig, ax = new_figure(9.0, 3.4)
+fig, ax = new_figure(9.0, 3.6)
+shade = ScalarMappable(Normalize(0, mcfg.model.ngram.max_order), matplotlib.colormaps["viridis"])
 ax.bar(range(n_show), why["gain_bits"][:n_show].numpy(), width=0.9,
-              color=matplotlib.colormaps["viridis"](
-                  (why["context_length"][:n_show] / mcfg.model.ngram.max_order).clamp(0, 1).numpy()))
+       color=shade.to_rgba(why["context_length"][:n_show].clamp(0, mcfg.model.ngram.max_order).numpy()))
+fig.colorbar(shade, ax=ax, label="expected context\nlength (tokens)", pad=0.01)
 ax.axhline(0, color="grey", lw=0.8)
 ax.set_xlabel("position in the passage")
-ax.set_ylabel("bits saved by the counts")
-ax.set_title(f"{P.name}: ngram-ctx on a validation passage (colour: expected context length, dark short, "
-             f"yellow long)", fontsize=9)
+ax.set_ylabel("bits lost without the counts")
+ax.set_title(f"{P.name}: ngram-ctx (seed 0) on a validation passage, its counts taken away: how much a network "
+             f"trained with them\ndepends on them (not what they are worth: that is the gain over `bigram`, "
+             f"trained without them)", fontsize=9)
 save_figure(fig, figures / f"06_passage_{P.name}.png")
 fig
 
@@ -413,8 +426,15 @@ show = lambda i: (f"`{''.join(pieces[max(0, i - 6):i]).strip()[-30:]!s}` -> `{pi
                   f"known lengths {why['known'][i]:.0f}")
 display(Markdown("Where the counts won most:\n\n" + "\n".join(f"- {show(int(i))}" for i in order.flip(0)[:5])
                  + "\n\nWhere they cost most:\n\n" + "\n".join(f"- {show(int(i))}" for i in order[:5])))
-print(f"this passage: {why['gain_bits'].sum():+.1f} bits in all over {len(pieces)} tokens; the counts help at "
-      f"{(why['gain_bits'] > 0).float().mean():.0%} of the positions")
+worth = next(d for d in diffs if d.b.startswith("ngram-ctx"))  # against `bigram`, trained without the counts
+bytes_per_token = data.val_bytes / data.manifest["val"]["tokens"]
+print(f"this passage: without its counts the network trained with them loses {why['gain_bits'].sum():+.1f} bits "
+      f"over {len(pieces)} tokens ({why['gain_bits'].mean():+.2f} bits a token); they help at "
+      f"{(why['gain_bits'] > 0).float().mean():.0%} of the positions. That is its dependence on them.\n"
+      f"What they are worth, measured at equal budget: {worth.b.split()[0]} - {worth.a.split()[0]} = "
+      f"{worth.delta:+.4f} bits per byte "
+      f"(mean of {worth.pairs} seeds, {worth.verdict}), about {-worth.delta * bytes_per_token:+.2f} bits a token "
+      f"saved ({bytes_per_token:.2f} validation bytes per token).")
 
 # %% [markdown]
 # ## The n-gram model against the compressors, on equal terms

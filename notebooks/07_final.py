@@ -34,6 +34,7 @@ run_root = "../runs"
 figures_dir = "../figures"
 
 # %%
+from dataclasses import replace
 from pathlib import Path
 
 from IPython.display import Markdown, display
@@ -179,7 +180,8 @@ def size_row(recs, sizes, which):
     return {"size": f"{c.model.n_layer} x {c.model.n_embd}", "params": build_model(c).num_params(), "seeds": len(recs),
             "seed 0": vals[0], "val_bpb": sum(vals) / len(vals), "std": report.mean_std(vals)[1],
             "steps": sum(r["steps"] for r in recs) / len(recs), "tokens_per_s": round(recs[0]["tokens_per_s"] or 0),
-            "recipe": recs[0]["recipe"], "which": which}
+            "recipe": recs[0]["recipe"], "which": which, "config": replace(c, recipe=""), "steps0": recs[0]["steps"],
+            "code0": report.short_code(recs[0].get("code"))}
 
 
 at_profile = ex.seeds(base_recipe, P, root=run_root)
@@ -221,7 +223,13 @@ display(Markdown(
        f"(the ladder below pairs it with `{base_recipe}` seed by seed). " if chosen else
        "The final recipe keeps the profile's size. ")
     + ("The write-up's flat optimum (within 0.002) does not hold at this scale: the steps a size costs are not "
-       "bought back by what it learns in them." if spread > 0.01 else "As on Trn2, the sizes land close together.")))
+       "bought back by what it learns in them." if spread > 0.01 else "As on Trn2, the sizes land close together.")
+    + "".join(f" The sweep's {r['size']} row (`{r['recipe']}` resized) and the final recipe's row are the same "
+              f"configuration under two names (their run configs differ only in the recipe's name): at seed 0 they "
+              f"scored {r['seed 0']:.4f} in {r['steps0']} steps (code {r['code0']}) and {chosen['seed 0']:.4f} in "
+              f"{chosen['steps0']} steps (code {chosen['code0']}). The difference is not the recipe's: it is how "
+              f"many steps the same budget bought in two sessions, as large as the gains between rungs."
+              for r in sweep if chosen and r["which"] == "sweep" and r["config"] == chosen["config"])))
 
 # %% [markdown]
 # ## The ladder
@@ -238,10 +246,13 @@ display(Markdown(
 # %% [markdown]
 # All of a ladder's runs should come from one session on one machine: a budget buys as many steps as the machine
 # gives that day, and a comparison across sessions mixes that in (chapter 05). The reuse rule sees the CPU model,
-# cores and threads, not a machine that runs slower today. The ladder committed here was trained in one session;
-# where a rung already had records from an earlier session on the same CPU model, that session trained new ones
-# beside them (`frontier.study.experiments.run(..., reuse=False)`), and a chapter reads the newest. The cell below
-# shows, for each such rung, the median step time of the records it reads (seed 0) and of the older ones.
+# cores and threads, not a machine that runs slower today. The ladder committed here was *not* trained in one
+# sitting: its rungs' runs come from three code versions (each row's `code` in the ladder record), trained on one
+# day on the same CPU model, and the size sweep above shows what that costs: one configuration, one seed, 352 steps
+# under one version and 281 under another. Where a rung already had records from an earlier session on the same CPU
+# model, a later session trained new ones beside them (`frontier.study.experiments.run(..., reuse=False)`), and a
+# chapter reads the newest. The cell below shows, for each such rung, the median step time of the records it reads
+# (seed 0) and of the older ones.
 
 # %%
 from frontier import records
@@ -277,7 +288,8 @@ fig
 # The write-up's ladder, quoted as theirs (one Trn2 chip, 1,800 charged seconds, ClimbMix web text, an
 # 8,192-token vocabulary): baseline **1.259**, final **0.959**, a gain of 0.300, of which the n-gram mix was
 # about 0.007. Their steps in between are not itemised here because the write-up gives no per-step figure this
-# book can quote; its endpoints are drawn on the ladder figure's right-hand axis.
+# book can quote; its endpoints are drawn in the ladder figure's middle panel, on an axis of their own: their data,
+# tokenizer and hardware are not ours, so the two are never drawn on one axis.
 
 # %%
 by = {r["rung"]: r for r in rows if "mean" in r}
@@ -333,15 +345,16 @@ for corpus, d, res in (("embedded", data, results), ("stdlib-source", data2, res
                 label=ladder.corpus_label("final", corpus), need_checkpoint=True)
     adaptive = evaluate_run(f0["run_dir"], d, device, log=lambda *a: None, adaptive=True, adaptive_batch=adaptive_batch)
     comp_rows += [{"corpus": corpus, "model": c["compressor"], "val_bpb": c["val_bpb"]} for c in comp]
-    comp_rows += [{"corpus": corpus, "model": f"{name} (mean of {len(res[name])})",
-                   "val_bpb": sum(x["val_bpb"] for x in res[name]) / len(res[name])} for name in ("baseline", "final")]
-    comp_rows.append({"corpus": corpus, "model": "final, seed 0, adaptive (counts what it has scored)",
+    comp_rows += [{"corpus": corpus, "model": f"{name} (mean ± std of {len(res[name])} seeds)" if len(res[name]) > 1
+                   else f"{name} (one seed)", "val_bpb": report.mean_std(x["val_bpb"] for x in res[name])[0],
+                   "std": report.mean_std(x["val_bpb"] for x in res[name])[1]} for name in ("baseline", "final")]
+    comp_rows.append({"corpus": corpus, "model": "final, adaptive (counts what it has scored), one seed",
                       "val_bpb": adaptive["val_bpb_adaptive"]})
 display(Markdown(report.markdown_table(comp_rows, ["corpus", "model", "val_bpb"])))
 fig, axes = new_figure(10.0, 3.6, ncols=2)
 for ax, corpus in zip(axes, ("embedded", "stdlib-source")):
     rs = sorted((r for r in comp_rows if r["corpus"] == corpus), key=lambda r: r["val_bpb"])
-    ax.barh(range(len(rs)), [r["val_bpb"] for r in rs],
+    ax.barh(range(len(rs)), [r["val_bpb"] for r in rs], xerr=[r.get("std", float("nan")) for r in rs], capsize=3,
             color=["C2" if r["model"].startswith("final") else "C0" if r["model"].startswith("baseline") else "0.6"
                    for r in rs])
     ax.set_yticks(range(len(rs)), [r["model"] for r in rs], fontsize=7)
@@ -410,7 +423,7 @@ std_ = {r["model"]: r["val_bpb"] for r in comp_rows if r["corpus"] == "stdlib-so
 comp_names = {r["model"] for r in comp_rows if not r["model"].startswith(("baseline", "final"))}
 best_key = {c: min((r for r in comp_rows if r["corpus"] == c and r["model"] in comp_names), key=lambda r: r["val_bpb"])["model"]
             for c in ("embedded", "stdlib-source")} if comp_names else {}
-ad_key = "final, seed 0, adaptive (counts what it has scored)"
+ad_key = "final, adaptive (counts what it has scored), one seed"
 by2 = {r["rung"]: r for r in rows2 if "mean" in r}
 display(Markdown(
     f"- The ladder ({P.name}, {P.budget_s:g} charged s, {P.seeds} seeds per rung, paired by seed): "

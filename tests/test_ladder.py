@@ -134,3 +134,29 @@ def test_readme_table_marks_what_was_not_measured():
                                          ("/tmp/myruns/cpu/ngram/s0", "/tmp/myruns/cpu/ngram/s0")])
 def test_repo_path_names_run_folders_as_the_repository_does(path, named):
     assert ladder.repo_path(path) == named
+
+
+def test_the_writeups_endpoints_are_never_on_our_axis():
+    fig = ladder.ladder_figure(ladder.ladder_rows(_results()))
+    ours = fig.axes[0]
+    assert len(fig.axes) == 3  # ours, the write-up's in a panel of its own, the gains
+    for ax in fig.axes:  # no twin axis laid over ours
+        assert ax is ours or ax.get_position().bounds != ours.get_position().bounds
+    drawn_on_ours = [y for line in ours.get_lines() for y in line.get_ydata()]
+    assert ladder.WRITEUP_TRN2["final"] not in drawn_on_ours and ladder.WRITEUP_TRN2["baseline"] not in drawn_on_ours
+    theirs = [y for line in fig.axes[1].get_lines() for y in line.get_ydata()]
+    assert theirs == [ladder.WRITEUP_TRN2["baseline"], ladder.WRITEUP_TRN2["final"]]
+    assert len(ladder.ladder_figure(ladder.ladder_rows(_results()), writeup=False).axes) == 2
+
+
+def test_a_gain_from_one_seed_is_labelled_one_seed(tmp_path):
+    from frontier.figures import save_figure
+
+    fig = ladder.ladder_figure(ladder.ladder_rows({k: v[:1] for k, v in _results().items()}), writeup=False)
+    texts = [t.get_text() for t in fig.axes[1].texts]
+    assert texts and set(texts) == {"one seed"} and len(texts) == len([r for r in fig.axes[1].patches])
+    assert "one seed" in fig.axes[0].get_legend().get_texts()[0].get_text()
+    save_figure(fig, tmp_path / "ladder.png")  # fits its canvas, bars from zero
+    three = ladder.ladder_figure(ladder.ladder_rows(_results()))
+    assert not three.axes[2].texts
+    save_figure(three, tmp_path / "ladder3.png")

@@ -145,33 +145,51 @@ def ancestors(recipe: str) -> list[str]:
 
 def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     """val_bpb per rung (mean with the seeds' spread as error bars, every seed as a dot) and each rung's gain
-    over the one below with its verdict; the write-up's endpoints drawn on a second axis where `writeup`."""
+    over the one below with its verdict (a gain from one seed, which has no spread, is labelled "one seed"). Where
+    `writeup`, the write-up's Trn2 endpoints are drawn in a panel of their own, on their own axis: never on ours
+    (a second axis scaled to overlay them would make any two lines look alike)."""
     from ..figures import new_figure
 
     measured = [r for r in rows if "mean" in r]
-    fig, (ax, ax_gain) = new_figure(10.5, 3.9, ncols=2)
+    if writeup:
+        fig, (ax, ax_theirs, ax_gain) = new_figure(12.5, 3.9, ncols=3, width_ratios=(4, 1.2, 4))
+    else:
+        fig, (ax, ax_gain) = new_figure(10.5, 3.9, ncols=2)
     xs = range(len(measured))
+    one_seed = all(r["n"] == 1 for r in measured)
     ax.errorbar(xs, [r["mean"] for r in measured], yerr=[0 if r["std"] != r["std"] else r["std"] for r in measured],
-                fmt="o-", capsize=4, color="C0", label="ours (mean ± std over seeds)")
+                fmt="o-", capsize=4, color="C0", label="ours, one seed" if one_seed else "ours (mean ± std over seeds)")
     for x, r in zip(xs, measured):
         ax.scatter([x] * r["n"], r["values"], s=10, color="C0", alpha=0.45)
     ax.set_xticks(list(xs), [r["rung"] for r in measured], rotation=30, ha="right")
     ax.set_ylabel("val_bpb (lower is better)")
     ax.set_title(title or "the ladder")
     ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper right")
     if writeup:
-        ax2 = ax.twinx()
-        ax2.plot([0, len(measured) - 1], [WRITEUP_TRN2["baseline"], WRITEUP_TRN2["final"]], "s--", color="C3",
-                 label="the write-up's Trn2 endpoints (right axis)")
-        ax2.set_ylabel("the write-up's val_bpb (Trn2)", color="C3")
-        lines = ax.get_legend_handles_labels(), ax2.get_legend_handles_labels()
-        ax.legend(lines[0][0] + lines[1][0], lines[0][1] + lines[1][1], fontsize=8, loc="upper right")
+        theirs = [WRITEUP_TRN2["baseline"], WRITEUP_TRN2["final"]]
+        ax_theirs.plot([0, 1], theirs, "s--", color="C3")
+        for x, v in enumerate(theirs):
+            ax_theirs.annotate(f"{v:.3f}", (x, v), textcoords="offset points", xytext=(7, 0), ha="left",
+                               va="center", fontsize=8)
+        ax_theirs.set_xticks([0, 1], ["baseline", "final"], rotation=30, ha="right")
+        ax_theirs.set_xlim(-0.5, 1.5)
+        ax_theirs.set_ylabel("val_bpb on their data (Trn2)")
+        ax_theirs.set_title("the write-up's\nendpoints (quoted)", fontsize=10)
+        ax_theirs.grid(alpha=0.3)
     gains = [r for r in measured if "gain" in r]
     colors = ["C2" if str(r.get("verdict", "")).startswith("better") else
               "C3" if str(r.get("verdict", "")).startswith("worse") else "0.6" for r in gains]
-    ax_gain.bar(range(len(gains)), [r["gain"] for r in gains], color=colors,
-                yerr=[0 if r.get("gain_std") != r.get("gain_std") else (r.get("gain_std") or 0) for r in gains],
-                capsize=4)
+    spread = [None if r.get("n", 0) < 2 or r.get("gain_std") != r.get("gain_std") else r.get("gain_std")
+              for r in gains]
+    ax_gain.bar(range(len(gains)), [r["gain"] for r in gains], color=colors, capsize=4,
+                yerr=None if all(s is None for s in spread) else [float("nan") if s is None else s for s in spread])
+    ax_gain.margins(y=0.12)
+    for i, (r, s) in enumerate(zip(gains, spread)):
+        if s is None:
+            ax_gain.annotate("one seed", (i, r["gain"]), textcoords="offset points",
+                             xytext=(0, 3 if r["gain"] >= 0 else -3), ha="center",
+                             va="bottom" if r["gain"] >= 0 else "top", fontsize=7)
     ax_gain.axhline(0, color="k", lw=0.8)
     ax_gain.set_xticks(range(len(gains)), [r["rung"] for r in gains], rotation=30, ha="right")
     ax_gain.set_ylabel("gain over the rung it is built on (bpb)")
