@@ -3,6 +3,7 @@
 import math
 
 from frontier.study.compare import MIN_SEEDS, judge, keep
+from frontier.recipes import FINAL
 from frontier.study.sweep import Variant, format_sweep, newest_sweep, run_sweep
 
 
@@ -32,10 +33,21 @@ def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
     v = [row["runs"][s]["val_bpb"] for s in ("0", "1")]
     assert math.isclose(row["gain"], sum(b) / 2 - sum(v) / 2)
     assert row["verdict"].startswith("screen only") and row["label"] == "baseline-optim.matrix_lr0.04-3steps"
-    assert Variant("f", "final").label(3).startswith("ngram-sized")  # an alias names no folder
+    assert Variant("f", "final").label(3).startswith(FINAL)  # an alias names no folder
     assert all(row["runs"][s]["steps"] == 3 for s in ("0", "1"))
     assert newest_sweep(tmp_path, "smoke", "t")["rows"] == rec["rows"]
     assert "matrix lr x2" in format_sweep(rec)
     again = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None,
                       write=False)
     assert again["rows"][1]["runs"] == row["runs"]  # reused, not retrained: the same records
+
+
+def test_a_change_that_trades_steps_is_judged_at_equal_budget_alone():
+    """A bigger model wins at equal steps and may lose at equal budget: the steps do not decide, the budget does."""
+    better_at_steps = (0.02, 0.04, 3)
+    assert keep(better_at_steps, None, trades_steps=True)[0] is None  # the budget stage still to run
+    assert keep(better_at_steps, (-0.03, 0.01, 3), trades_steps=True)[0] is False  # worse at equal budget
+    assert keep(better_at_steps, (-0.002, 0.5, 3), trades_steps=True)[0] is False  # inside the noise: not shown to help
+    assert keep((-0.02, 0.01, 3), (0.03, 0.01, 3), trades_steps=True)[0] is True  # worse at equal steps, better at budget
+    assert keep(better_at_steps, (0.03, 0.01, 2), trades_steps=True)[0] is None  # too few seeds to decide
+    assert keep((-0.02, 0.01, 3), (0.03, 0.01, 3))[0] is False  # the plain rule would have dropped it

@@ -56,7 +56,9 @@ RULE = (
     "A learning change (anything that changes what is computed) is judged first at equal steps, paired by seed "
     "(a --steps run is nearly deterministic on the CPU), then confirmed at equal budget, interleaved with its parent "
     "in one sitting. It is kept when its paired gain at equal steps is positive with p < 0.05 (two-sided paired "
-    "t-test, at least 3 seeds) and at equal budget it is not worse beyond the noise; otherwise it is dropped."
+    "t-test, at least 3 seeds) and at equal budget it is not worse beyond the noise; otherwise it is dropped. "
+    "A change that trades what a step learns for how many steps fit (the model's size, the batch) is shown at equal "
+    "steps but judged at equal budget alone: it is kept when its paired gain there is positive with p < 0.05."
 )
 MIN_SEEDS = 3  # a paired t-test on 2 seeds has 1 degree of freedom: it clears p < 0.05 only for |t| > 12.7
 
@@ -73,10 +75,21 @@ def judge(gain: float, p: float | None, seeds: int, alpha: float = ALPHA) -> str
 
 
 def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, float | None, int] | None,
-         alpha: float = ALPHA) -> tuple[bool | None, str]:
+         alpha: float = ALPHA, trades_steps: bool = False) -> tuple[bool | None, str]:
     """`RULE` for a learning change: (kept, why) from its paired (gain, p, seeds) at equal steps and at equal budget
     (None: not measured yet). kept is None while the rule cannot decide (too few seeds, or the budget stage
-    missing after a gain at equal steps)."""
+    missing after a gain at equal steps). `trades_steps` (a size or batch change: more or fewer steps fit the
+    budget): equal steps is only shown; kept when better beyond the noise at equal budget."""
+    if trades_steps:
+        shown = judge(*at_steps, alpha) if at_steps is not None else "not measured"
+        if at_budget is None:
+            return None, f"trades steps: judged at equal budget, not measured yet (equal steps: {shown})"
+        bg, bp, bn = at_budget
+        second = judge(bg, bp, bn, alpha)
+        if second.startswith("screen"):
+            return None, f"equal budget: {second}"
+        return second.startswith("better"), (f"equal budget: {second} ({bg:+.4f}, p = {bp:.3f}); "
+                                              f"equal steps, shown only: {shown}")
     gain, p, n = at_steps
     first = judge(gain, p, n, alpha)
     if first.startswith("screen"):
