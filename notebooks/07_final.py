@@ -27,6 +27,13 @@
 # from the baseline, every rung trained by the current code on one machine with several seeds and paired by seed.
 # The same ladder on a second corpus of another kind (Python source code instead of prose) shows which gains are
 # about text and which were about this text. The classical compressors stand beside both.
+#
+# > **Since this chapter's committed execution** (issue 25; cpu profile, 180 s on the reference clock, seeds 0-2
+# > interleaved in one sitting, code `210ca40`): the speed work made a 3 x 128 step fast enough that the budget buys
+# > 714-746 steps, 4.5-4.7 epochs of the embedded corpus, and `ngram-sized` then scores 1.7323 against the
+# > profile's 3 x 192 at 1.7065 (408-430 steps; paired -0.0258, p = 0.047). A size is judged at equal budget, so
+# > `final` now names `ngram`; the outputs below are from the earlier code and the wall clock until this chapter is
+# > re-executed. Records: `runs/cpu/sweeps/sweep-budget-size-20261203-080915.json` and the runs it lists.
 
 # %% tags=["parameters"]
 profile = "cpu"
