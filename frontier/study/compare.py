@@ -84,12 +84,10 @@ def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, floa
         shown = judge(*at_steps, alpha) if at_steps is not None else "not measured"
         if at_budget is None:
             return None, f"trades steps: judged at equal budget, not measured yet (equal steps: {shown})"
-        bg, bp, bn = at_budget
-        second = judge(bg, bp, bn, alpha)
+        second, detail = _budget_stage(at_budget, alpha)
         if second.startswith("screen"):
             return None, f"equal budget: {second}"
-        return second.startswith("better"), (f"equal budget: {second} ({bg:+.4f}, p = {bp:.3f}); "
-                                              f"equal steps, shown only: {shown}")
+        return second.startswith("better"), f"equal budget: {second} ({detail}); equal steps, shown only: {shown}"
     gain, p, n = at_steps
     first = judge(gain, p, n, alpha)
     if first.startswith("screen"):
@@ -98,12 +96,17 @@ def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, floa
         return False, f"equal steps: {first} (gain {gain:+.4f}, p = {p:.3f})"
     if at_budget is None:
         return None, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget not measured yet"
-    bg, bp, bn = at_budget
-    second = judge(bg, bp, bn, alpha)
+    second, detail = _budget_stage(at_budget, alpha)
     if second.startswith("worse"):
-        return False, f"equal steps: better (p = {p:.3f}); equal budget: worse beyond the noise ({bg:+.4f})"
-    return True, (f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget: {second} "
-                  f"({bg:+.4f}{f', p = {bp:.3f}' if bp is not None and math.isfinite(bp) else ''})")
+        return False, f"equal steps: better (p = {p:.3f}); equal budget: worse beyond the noise ({at_budget[0]:+.4f})"
+    return True, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget: {second} ({detail})"
+
+
+def _budget_stage(at_budget: tuple[float, float | None, int], alpha: float) -> tuple[str, str]:
+    """The equal-budget stage's verdict (`judge`) and its figures: the gain, and its p where there is one."""
+    gain, p, n = at_budget
+    shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+    return judge(gain, p, n, alpha), f"{gain:+.4f}{shown_p}"
 
 
 # Record fields that can be compared, and whether lower is better (True) or higher is better (False).
