@@ -12,7 +12,7 @@ from frontier.cli import _ema_override, build_parser, main
 from frontier.config import EMAConfig, RunConfig
 from frontier.devices import select_device
 from frontier.errors import UserError
-from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_START_FRAC, get_recipe, resolve
+from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_MIX, EMA_START_FRAC, get_recipe, resolve
 from frontier.train import trainer as trainer_mod
 from frontier.train.ema import WeightEMA
 from frontier.train.trainer import CHECKPOINT, RunStopped, evaluate_run, train
@@ -109,7 +109,7 @@ def test_averaged_mixes_and_applied_restores_the_live_weights():
 
 def test_config_round_trip_and_validation():
     cfg = resolve("ema", "smoke")
-    assert cfg.train.ema == EMAConfig(EMA_START_FRAC, EMA_HALF_LIFE_FRAC, 1, 1.0)
+    assert cfg.train.ema == EMAConfig(EMA_START_FRAC, EMA_HALF_LIFE_FRAC, 1, EMA_MIX)
     assert get_recipe("ema").parent == "ngram" and cfg.model.ngram is not None and cfg.model.bigram is not None
     again = RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg and again.digest() == cfg.digest()
@@ -205,7 +205,7 @@ def test_interrupt_and_resume_continue_the_shadow_bit_for_bit(smoke_data, tmp_pa
 def test_train_flags_change_the_recipes_ema_and_only_that(capsys):
     parse = build_parser().parse_args
     a = parse(["train", "--recipe", "ema", "--ema-half-life", "0.05", "--ema-every", "4"])
-    assert _ema_override(a, get_recipe("ema")) == EMAConfig(EMA_START_FRAC, 0.05, 4, 1.0)
+    assert _ema_override(a, get_recipe("ema")) == EMAConfig(EMA_START_FRAC, 0.05, 4, EMA_MIX)
     assert _ema_override(parse(["train", "--recipe", "ema"]), get_recipe("ema")) is None
     cases = [
         (["--recipe", "ngram", "--ema-start", "0.5"], ["recipe 'ngram' has no EMA", "--recipe ema"]),
