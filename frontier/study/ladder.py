@@ -496,7 +496,8 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
                         capsize=4)
             ratio = f"x{r['speed_ratio']:.2f} tokens/s" if r.get("speed_ratio") else "tokens/s not recorded"
             bought = "" if r.get("steps_bought") is None else f"\n{r['steps_bought']:+,.0f} steps"
-            ax_gain.annotate(ratio + bought, (i, r["gain"]), textcoords="offset points", xytext=(0, 3 if up else -3),
+            ax_gain.annotate(ratio + bought, (i, _bar_end(r["gain"], spread)), textcoords="offset points",
+                             xytext=(0, 3 if up else -3),
                              ha="center", va="bottom" if up else "top", fontsize=7)
             continue
         color = {True: "C2", False: "C3"}.get(r.get("kept"), "0.6")
@@ -511,7 +512,7 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
             sd = e.get("diff_std")
             ax_gain.bar([i + 0.2], [e["gain"]], width=0.4, color=color, alpha=0.55, hatch="//", edgecolor="k",
                         capsize=4, yerr=None if sd is None or sd != sd else [sd])
-            ax_gain.annotate(f"{e['steps']:,} steps", (i + 0.2, e["gain"]), textcoords="offset points",
+            ax_gain.annotate(f"{e['steps']:,} steps", (i + 0.2, _bar_end(e["gain"], sd)), textcoords="offset points",
                              xytext=(0, 3 if e["gain"] >= 0 else -3), ha="center",
                              va="bottom" if e["gain"] >= 0 else "top", fontsize=7)
     ax_gain.margins(y=0.15)
@@ -527,6 +528,13 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
                                 Patch(facecolor="0.6", alpha=0.55, hatch="//", edgecolor="k",
                                       label="at equal steps (sweep)")], fontsize=7, loc="best")
     return fig
+
+
+def _bar_end(value: float, spread: float | None) -> float:
+    """Where a bar's label goes: past the end of its error bar, so the two do not overlap."""
+    if spread is None or spread != spread:
+        return value
+    return value + spread if value >= 0 else value - spread
 
 
 def write_ladder_record(rows: list[dict], profile: str, corpus: str, root: str | Path = "runs",
