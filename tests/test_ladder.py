@@ -402,3 +402,14 @@ def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
                                                                      "at equal steps (sweep)"]
     assert gain.get_xticklabels()[0].get_text() == "torch.compile\n120-130 steps"
     save_figure(fig, tmp_path / "ladder.png")  # fits its canvas
+
+
+@pytest.mark.parametrize("item", ["ngram=ablation-final-420", "ngram=no-such-sweep:bigram"])
+def test_a_bad_equal_steps_flag_is_one_line_before_training(item, tmp_path, capsys, monkeypatch):
+    from frontier.cli import main
+
+    monkeypatch.setattr(ladder, "run_ladder", lambda *a, **k: pytest.fail("trained before checking --equal-steps"))
+    assert main(["ladder", "--root", str(tmp_path), "--equal-steps", item]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    assert ("is not RUNG=SWEEP:VARIANT" if item.count(":") == 0 else "no sweep record named 'no-such-sweep'") in err
