@@ -153,12 +153,12 @@ class EqualSteps:
             names = ", ".join(repr(r.get("name")) for r in variants)
             why = "no variant" if not found else "more than one variant of recipe"
             raise UserError(f"sweep {sw.get('name')!r} has {why} {self.variant!r}", f"name one of: {names}")
-        row, base = found[0], sw["rows"][0]
+        row, base = found[0], next((r for r in sw["rows"] if "gain" not in r), sw["rows"][0])
         sign = -1.0 if self.removes else 1.0
         with_, without = (base["name"], row["name"]) if self.removes else (row["name"], base["name"])
-        steps = sorted({r["steps"] for x in (base, row) for r in x["runs"].values()})
+        seen = sorted({r["steps"] for x in (base, row) for r in x["runs"].values()})  # all N in a steps=N sweep
         return {"gain": sign * row["gain"], "p": row.get("p"), "diff_std": row.get("diff_std"),
-                "seeds": len(sw["seeds"]), "steps": sw["steps"], "steps_each": steps, "with": with_,
+                "seeds": len(sw["seeds"]), "steps": sw["steps"], "steps_seen": seen, "with": with_,
                 "without": without, "variant": row["name"], "removes": self.removes, "sweep": sw.get("name"),
                 "path": repo_path(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
 
@@ -400,7 +400,7 @@ def equal_steps_cell(row: dict) -> str:
     `ngram`, sweep ablation-final-420)'; 'not measured' without one; empty for other rows."""
     e = row.get("equal_steps")
     if e:
-        return (f"{e['gain']:+.4f}{_p(e['p'])} ({_seeds(e['seeds'])}, {steps_span(e.get('steps_each'), e['steps'])}: "
+        return (f"{e['gain']:+.4f}{_p(e['p'])} ({_seeds(e['seeds'])}, {steps_span(e.get('steps_seen'), e['steps'])}: "
                 f"`{e['with']}` over `{e['without']}`, sweep {e['sweep']})")
     return "not measured" if row.get("kind") == "learning" and "gain" in row else ""
 
