@@ -515,15 +515,17 @@ def cmd_clock_check(a) -> int:
 
 def cmd_ladder(a) -> int:
     from .profiles import get_profile
-    from .study.ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
+    from .study.ladder import format_ladder, ladder_rows, parse_equal_steps, run_ladder, write_ladder_record
 
     p = get_profile(a.profile)
+    equal_steps = parse_equal_steps(a.equal_steps, a.root, p.name)  # before anything trains
     results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
-    rows = ladder_rows(results)
+    rows = ladder_rows(results, equal_steps=equal_steps)
     print(format_ladder(rows))
     path = write_ladder_record(rows, p.name, a.corpus, root=a.root,
                                extra={"command": ["frontier", "ladder", "--profile", p.name, "--corpus", a.corpus,
-                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]})
+                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]
+                                      + [x for item in a.equal_steps for x in ("--equal-steps", item)]})
     print(f"ladder record: {path}")
     return 0
 
@@ -820,14 +822,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
                        description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "
-                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung with each gain "
-                                   "over the rung below (paired by seed), and keep the table as a ladder record "
-                                   "in ROOT/PROFILE/ladder/.")
+                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung (with its steps) and "
+                                   "judge each rung by the project's rule: a speed rung (compile) by its tokens/s and "
+                                   "the steps it buys, a learning rung by its gain over the rung below paired by seed, "
+                                   "at equal steps (--equal-steps) and at equal budget; keep the table as a ladder "
+                                   "record in ROOT/PROFILE/ladder/.")
     s.add_argument("--profile", default="cpu", help="profile (default cpu)")
     s.add_argument("--corpus", default="embedded", choices=CORPORA,
                    help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
     s.add_argument("--seeds", type=_positive_int, default=None, help="seeds per rung (default: the profile's)")
     s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.add_argument("--equal-steps", action="append", default=[], metavar="RUNG=SWEEP:VARIANT[:removes]",
+                   help="a learning rung's gain at equal steps, read from the newest sweep record SWEEP in "
+                        "ROOT/PROFILE/sweeps/: its row VARIANT paired with the sweep's base (`removes`: the variant is "
+                        "the base without the rung's change); repeatable, e.g. "
+                        "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
     s.set_defaults(func=cmd_ladder)
 
     s = sub.add_parser("recipes", help="list the recipes")
