@@ -150,7 +150,14 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT
 # that bought steps now buys epochs of the same text, and the rule (a change that trades steps is judged at equal
 # budget) drops it. The tuning of NGRAM_TUNED won at 400 steps (+0.0074, p = 0.045) but did not at the steps the
 # budget buys (3 x 128: -0.0450 at p = 0.050; 3 x 192: +0.0007, p = 0.63), so it is not on the path either.
-FINAL = "ngram"
+# The ladder's sitting (issue 25: cpu profile, 180 s reference clock, seeds 0-2 interleaved, code 884cdf9, records
+# runs/cpu/ladder/embedded-20261203-104333.json and runs/cpu/sweeps/sweep-ablation-final-budget-20261203-104752.json)
+# judged each part of `ngram` and the weight average (`ema`, the EMA_* constants above) by the rule
+# (frontier.study.compare.RULE): without the n-gram mix -0.0768 (p = 0.013) and without the bigram table -0.0496
+# (p = 0.032) at equal budget, both kept; the average at equal steps +0.0020 (p = 0.016: the same runs' live and
+# averaged weights at the same step, the live weights being `ngram`'s trajectory exactly) and at equal budget +0.0035
+# (p = 0.50, inside the noise, not worse): kept. So the final recipe is `ema` (1.7061 ± 0.0064 in 390-445 steps).
+FINAL = "ema"
 BEST = FINAL
 ALIASES = {"final": FINAL, "best": BEST}
 

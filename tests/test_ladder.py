@@ -395,9 +395,9 @@ def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
     fig = ladder.ladder_figure(rows)
     gain = fig.axes[2]
     texts = [t.get_text() for t in gain.texts]
-    assert texts == ["x1.25 tokens/s\n+25 steps", "420 steps"]
+    assert texts == ["x1.25 tokens/s\n+25 steps"] + ["420 steps"] * (2 if FINAL == "ema" else 1)  # final: ema too
     hatched = [p for p in gain.patches if p.get_hatch()]
-    assert len(hatched) == 1 and math.isclose(hatched[0].get_height(), 0.004)
+    assert len(hatched) == (2 if FINAL == "ema" else 1) and all(math.isclose(h.get_height(), 0.004) for h in hatched)
     assert [t.get_text() for t in gain.get_legend().get_texts()] == ["at equal budget (this ladder)",
                                                                      "at equal steps (sweep)"]
     assert gain.get_xticklabels()[0].get_text() == "torch.compile\n120-130 steps"
@@ -413,3 +413,24 @@ def test_a_bad_equal_steps_flag_is_one_line_before_training(item, tmp_path, caps
     err = capsys.readouterr().err
     assert err.startswith("error:") and err.count("\n") == 1
     assert ("is not RUNG=SWEEP:VARIANT" if item.count(":") == 0 else "no sweep record named 'no-such-sweep'") in err
+
+
+def test_a_weight_average_is_measured_at_equal_steps_inside_its_own_runs():
+    res = _results()
+    ema = _recs("ema", [1.7010, 1.7100, 1.6990], steps=[390, 408, 445])
+    for r, live in zip(ema, (1.7030, 1.7118, 1.7005)):  # the live weights: the parent's trajectory, same steps
+        r["val_bpb_live"] = live
+    res["ema"] = res["final"] = ema
+    rows = {r["rung"]: r for r in ladder.ladder_rows(res, equal_steps={"ema": ladder.WITHIN_RUNS})}
+    e = rows["EMA"]["equal_steps"]
+    assert e["gain"] == pytest.approx((0.0020 + 0.0018 + 0.0015) / 3) and e["p"] < 0.05 and e["seeds"] == 3
+    assert e["steps_seen"] == [390, 408, 445] and e["without"].startswith("ngram") and e["runs"][0].endswith("ema/s0")
+    assert rows["EMA"]["verdict"].startswith("kept: equal steps: better")
+    worse = _recs("ema", [1.7040, 1.7130, 1.7010])
+    for r, live in zip(worse, (1.7030, 1.7118, 1.7005)):
+        r["val_bpb_live"] = live
+    res["ema"] = worse
+    assert ladder.ladder_rows(res, equal_steps={"ema": ladder.WITHIN_RUNS})[5]["verdict"].startswith("dropped")
+    with pytest.raises(Exception, match="val_bpb_live"):  # runs without an EMA have nothing to pair inside them
+        ladder.WithinRuns(tuple(_recs("ngram", [1.7, 1.71, 1.72]))).measure()
+    assert ladder.parse_equal_steps(["ema=within-runs"], "runs", "cpu") == {"ema": ladder.WITHIN_RUNS}

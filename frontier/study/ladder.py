@@ -163,6 +163,33 @@ class EqualSteps:
                 "path": repo_path(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
 
 
+@dataclass(frozen=True)
+class WithinRuns:
+    """A weight average's change measured at equal steps inside its own runs: each run of a recipe with an EMA keeps
+    the live weights' score (`val_bpb_live`) beside the declared one (`val_bpb`: mix x average + the rest live) at
+    the same step, and the EMA never touches the live weights, so the live score is the parent recipe's at those
+    steps on the same trajectory. Paired by run (one per seed). `records`: the rung's run records; `parent`: the
+    recipe the live weights are (for the table)."""
+
+    records: tuple
+    parent: str = "ngram"
+
+    def measure(self) -> dict:
+        recs = [r for r in self.records if r.get("val_bpb_live") is not None]
+        if len(recs) != len(self.records) or not recs:
+            raise UserError("WithinRuns needs runs of a recipe with an EMA (val_bpb_live beside val_bpb)",
+                            "pass the records of the rung whose recipe has an EMA (e.g. `ema`)")
+        live = Group(self.parent, tuple(r["val_bpb_live"] for r in recs), (), tuple(r.get("seed") for r in recs))
+        mixed = Group(recs[0].get("recipe", "ema"), tuple(r["val_bpb"] for r in recs), (),
+                      tuple(r.get("seed") for r in recs))
+        d = paired_test(live, mixed)
+        seen = sorted({r["steps"] for r in recs})
+        return {"gain": -d.delta, "p": d.p, "diff_std": d.diff_std, "seeds": len(recs), "steps": None,
+                "steps_seen": seen, "with": mixed.name, "without": f"{self.parent} (its live weights)",
+                "variant": mixed.name, "removes": False, "sweep": "within the same runs",
+                "path": None, "runs": [repo_path(r.get("run_dir", "")) for r in recs], "code": None}
+
+
 def _mean_tokens_per_s(recs: list[dict]) -> float | None:
     vals = [r["tokens_per_s"] for r in recs if r.get("tokens_per_s")]
     return mean(vals) if vals else None
@@ -229,6 +256,9 @@ def check_equal_steps_keys(equal_steps: dict) -> None:
                         "equal steps", "leave it out of equal_steps")
 
 
+WITHIN_RUNS = "within-runs"  # an `equal_steps` value for a rung with an EMA: `WithinRuns` of its own runs
+
+
 def parse_equal_steps(items: list[str], root: str | Path, profile: str) -> dict[str, EqualSteps]:
     """`--equal-steps` items, `RUNG=SWEEP:VARIANT` or `RUNG=SWEEP:VARIANT:removes` (RUNG: a rung's recipe; SWEEP: a
     sweep's name, its newest record in ROOT/PROFILE/sweeps/ is read; `removes`: the variant is the base without the
@@ -239,9 +269,12 @@ def parse_equal_steps(items: list[str], root: str | Path, profile: str) -> dict[
     out: dict[str, EqualSteps] = {}
     for item in items:
         key, eq, rest = item.partition("=")
+        if eq and key and rest == WITHIN_RUNS:
+            out[key] = WITHIN_RUNS
+            continue
         parts = rest.split(":")
         if not eq or not key or len(parts) not in (2, 3) or not all(parts[:2]) or parts[2:] not in ([], ["removes"]):
-            raise UserError(f"--equal-steps {item!r} is not RUNG=SWEEP:VARIANT[:removes]",
+            raise UserError(f"--equal-steps {item!r} is not RUNG=SWEEP:VARIANT[:removes] or RUNG={WITHIN_RUNS}",
                             "pass e.g. --equal-steps ngram=ablation-final-420:bigram:removes")
         sweep = newest_sweep(root, profile, parts[0])
         if sweep is None:
@@ -307,6 +340,8 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
             else:
                 at_budget = (-d.delta, d.p, d.pairs)
                 evidence = equal_steps.get(rung.recipe) or equal_steps.get(name)
+                if evidence == WITHIN_RUNS:
+                    evidence = WithinRuns(tuple(recs), other.name)
                 at_steps = evidence.measure() if evidence is not None else None
                 trades = trades_steps(name, other.name)
                 row.update(p=d.p, budget_verdict=judge(*at_budget), trades_steps=trades)
