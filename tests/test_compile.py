@@ -40,10 +40,21 @@ def test_recompile_after_warmup_warns_and_strict_raises():
         strict.after_step(4)
 
 
-def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path):
+STEPS = 15
+
+
+@pytest.fixture(scope="module")
+def compiled_run(smoke_data, tmp_path_factory):
+    """`compile` at smoke, seed 0, STEPS steps: what eager and the compiled optimiser step are compared with (trained
+    once for both tests)."""
+    return train(resolve("compile", "smoke"), smoke_data, tmp_path_factory.mktemp("compiled") / "c", CPU, seed=0,
+                 steps=STEPS, progress=False)
+
+
+def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path, compiled_run):
     """Tolerance: per-step training losses within 0.02 nats, val_bpb within 0.01 (float reassociation only)."""
-    eager = train(resolve("baseline", "smoke"), smoke_data, tmp_path / "e", CPU, seed=0, steps=15, progress=False)
-    comp = train(resolve("compile", "smoke"), smoke_data, tmp_path / "c", CPU, seed=0, steps=15, progress=False)
+    eager = train(resolve("baseline", "smoke"), smoke_data, tmp_path / "e", CPU, seed=0, steps=STEPS, progress=False)
+    comp = compiled_run
     diffs = [abs(a - b) for a, b in zip(eager["curve"]["train_loss"], comp["curve"]["train_loss"])]
     assert len(diffs) == 15 and max(diffs) < 0.02, max(diffs)
     assert abs(eager["val_bpb"] - comp["val_bpb"]) < 0.01
@@ -73,12 +84,12 @@ def test_each_compiled_run_counts_its_own_compile(smoke_data, tmp_path):
             assert c["fxgraph_cache_hits"] + c["fxgraph_cache_misses"] >= 1, c
 
 
-def test_compiled_optimizer_step_trains_like_the_compiled_model_alone(smoke_data, tmp_path):
+def test_compiled_optimizer_step_trains_like_the_compiled_model_alone(smoke_data, tmp_path, compiled_run):
     """Same tolerance as above: compiling Muon's Newton-Schulz step only reassociates floats."""
-    comp = train(resolve("compile", "smoke"), smoke_data, tmp_path / "c", CPU, seed=0, steps=10, progress=False)
-    opt = train(resolve("compile-opt", "smoke"), smoke_data, tmp_path / "o", CPU, seed=0, steps=10, progress=False)
+    comp = compiled_run
+    opt = train(resolve("compile-opt", "smoke"), smoke_data, tmp_path / "o", CPU, seed=0, steps=STEPS, progress=False)
     diffs = [abs(a - b) for a, b in zip(comp["curve"]["train_loss"], opt["curve"]["train_loss"])]
-    assert len(diffs) == 10 and max(diffs) < 0.02, max(diffs)
+    assert len(diffs) == STEPS and max(diffs) < 0.02, max(diffs)
     assert opt["implementations"]["newton_schulz"] == "reference (inlined into the compiled graph)"  # CPU: traced in
     assert opt["compile"]["recompiles_after_warmup"] == 0
     assert opt["compile"]["frames_compiled_in_warmup"] > comp["compile"]["frames_compiled_in_warmup"]
