@@ -42,7 +42,7 @@ from ..kernels import IMPLEMENTATIONS, calls, reset_calls
 from ..profiles import get_profile
 from ..recipes import resolve
 from ..train import distributed
-from ..train.compile import CompileWatch
+from ..train.compile import CompileWatch, fresh_compile
 from ..train.ema import WeightEMA
 from ..train.trainer import Training, setup_training, train_step
 
@@ -111,10 +111,13 @@ def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3, kern
 
 @contextmanager
 def cold_compile_caches():
-    """Turn off Inductor's and AOTAutograd's on-disk caches, so a compile is timed from scratch."""
+    """Turn off Inductor's and AOTAutograd's on-disk caches, and forget this process's earlier compiles
+    (`fresh_compile`: a notebook that replayed a compiled run, or benched it before, holds its graph in memory), so
+    a compile is timed from scratch."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
+    fresh_compile()
     saved = inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache
     inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = False, False
     try:
