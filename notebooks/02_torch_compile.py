@@ -38,7 +38,7 @@ from frontier.profiles import get_profile
 from frontier.study import card, report
 from frontier.study import experiments as ex
 from frontier.study.bench import format_bench
-from frontier.study.compare import RULE, compare, judge_speed, probe_lines
+from frontier.study.compare import RULE, compare, judge_speed, probe_lines, probe_ratio
 from frontier.train import compile as compile_mod
 from frontier.train import trainer
 
@@ -167,6 +167,9 @@ print(f"cold compile ~ {compile_s:.1f} s (first step {comp_row['first_step_s']:.
 # learning-rate schedule follows the elapsed fraction of the budget, so the faster run reaches each fraction at a
 # later step and ends with more steps. The compile happens inside the uncharged warm-up steps (the `uncharged s`
 # column). Every bpb has its step count beside it; the epochs say how many times a run read the training split.
+# The second table's last columns say how fast the machine was during each run (its median probe time over the
+# reference machine's) and whether the probe drifted beyond the probe's noise while it trained
+# (`frontier.train.clock.DRIFT_LIMIT`): the reference clock charges for a change of speed, though not exactly.
 
 # %%
 dataset = profile_dataset(P, log=log)
@@ -190,12 +193,13 @@ print("\n".join(probe_lines(groups)))
 per_run = [{"run": f"{r['recipe']} s{r['seed']}", "steps": r["steps"], "charged_s": r["charged_s"],
             "charged_wall_s": r.get("charged_wall_s"), "uncharged_s": r["uncharged_s"],
             "first_step_s": r["first_step_s"], "tokens_per_s": round(r["tokens_per_s"]),
-            "recompiles": (r["compile"] or {}).get("recompiles_after_warmup")} for r in eager + compiled]
+            "recompiles": (r["compile"] or {}).get("recompiles_after_warmup"), "probe": probe_ratio(r),
+            "drifted": "yes" if (r.get("probe") or {}).get("drifted") else "no"} for r in eager + compiled]
 display(Markdown(report.markdown_table(
     per_run, {"run": "run", "steps": "steps", "charged_s": "charged s (reference)", "charged_wall_s": "charged s (wall)",
               "uncharged_s": "uncharged s", "first_step_s": "first step s", "tokens_per_s": "tokens / reference s",
-              "recompiles": "recompiles after warm-up"},
-    {"charged_s": ".1f", "charged_wall_s": ".1f", "uncharged_s": ".1f", "first_step_s": ".2f"})))
+              "recompiles": "recompiles after warm-up", "probe": "probe / reference", "drifted": "drifted"},
+    {"charged_s": ".1f", "charged_wall_s": ".1f", "uncharged_s": ".1f", "first_step_s": ".2f", "probe": ".2f"})))
 
 # %%
 fig, (ax_s, ax_t) = new_figure(10.4, 3.8, ncols=2)
