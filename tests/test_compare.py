@@ -252,6 +252,7 @@ def test_judge_speed_keeps_a_change_faster_in_every_round_that_buys_steps():
     assert j.steps == ((0, 200, 230), (1, 210, 250), (2, 220, 240)) and j.steps_gain == pytest.approx(30)
     assert j.steps_ratio == pytest.approx(720 / 630)
     assert "kept" in j.verdict and "+30 steps a seed in the same budget under the reference clock" in j.verdict
+    assert j.short == "faster in every bench round and +30 steps a seed in the same budget: kept"
 
 
 def test_judge_speed_drops_overlapping_or_slower_rounds_and_screens_short_benches():
@@ -260,9 +261,9 @@ def test_judge_speed_drops_overlapping_or_slower_rounds_and_screens_short_benche
     overlap = judge_speed(bench_of([100, 100, 100, 100, 100], [120, 90, 120, 120, 120]), "baseline", "compile")
     assert overlap.bench == "inside the spread" and overlap.kept is False and overlap.steps_gain is None
     slower = judge_speed(bench_of([100] * 5, [90] * 5), "baseline", "compile")
-    assert slower.bench == "slower" and slower.kept is False
+    assert slower.bench == "slower" and slower.kept is False and slower.short.endswith("dropped")
     short = judge_speed(bench_of([100] * (MIN_ROUNDS - 1), [200] * (MIN_ROUNDS - 1)), "baseline", "compile")
-    assert short.kept is None and short.bench.startswith("screen only")
+    assert short.kept is None and short.bench.startswith("screen only") and short.short.endswith("undecided")
 
 
 def test_judge_speed_does_not_keep_a_bench_gain_the_runs_contradict():

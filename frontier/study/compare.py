@@ -129,7 +129,8 @@ class SpeedJudgement:
     steps: tuple[tuple[int, int, int], ...]
     bench: str  # "faster", "slower", "inside the spread" or "screen only (...)"
     kept: bool | None
-    verdict: str
+    verdict: str  # the bench's ratio and rounds, the steps, the decision
+    short: str  # the decision and what decided it, in one clause
 
     @property
     def steps_gain(self) -> float | None:
@@ -174,21 +175,27 @@ def judge_speed(bench: dict, parent: str, variant: str, parent_runs: list[dict] 
         clocks = {r.get("clock") or "wall" for r in (*parent_runs, *variant_runs)}
         clock = f"the {clocks.pop()} clock" if len(clocks) == 1 else "mixed clocks"
         steps_part = (f"{gain:+.0f} steps a seed in the same budget under {clock} "
-                      f"({sum(v for *_, v in steps) / sum(p for _, p, _ in steps) - 1:+.0%}, {len(steps)} seeds)")
+                      f"({sum(v for *_, v in steps) / sum(p for _, p, _ in steps) - 1:+.0%}, "
+                      f"{len(steps)} seed{'s' if len(steps) != 1 else ''})")
     else:
         gain, steps_part = None, "no runs"
     if seen.startswith("screen"):
-        kept, verdict = None, f"{seen}: {bench_part}; {steps_part}"
+        kept, short = None, f"{seen}: undecided"
+        verdict = f"{short}; {bench_part}; {steps_part}"
     elif seen == "faster" and gain is not None and gain <= 0:
-        kept, verdict = None, (f"faster in the bench ({bench_part}) but {steps_part}: the runs disagree with the bench "
-                               "(the machine's speed differed between them)")
+        kept, short = None, "faster in every bench round, but no more steps in the same budget: undecided"
+        verdict = (f"faster in the bench ({bench_part}) but {steps_part}: the runs disagree with the bench "
+                   "(the machine's speed differed between them)")
     elif seen == "faster":
         kept = True if gain is not None else None
-        verdict = (f"faster in every round: {bench_part}; {steps_part}"
-                   + (": kept" if kept else " yet: the steps it buys are not measured"))
+        short = (f"faster in every bench round and {gain:+.0f} steps a seed in the same budget: kept" if kept else
+                 "faster in every bench round; the steps it buys are not measured")
+        verdict = f"faster in every round: {bench_part}; {steps_part}" + (": kept" if kept else "")
     else:
-        kept, verdict = False, f"{seen}: {bench_part}; {steps_part}: dropped"
-    return SpeedJudgement(parent, variant, ratio, rounds, steps, seen, kept, verdict)
+        kept = False
+        short = f"{'slower in every bench round' if seen == 'slower' else f'inside the bench spread ({spread})'}: dropped"
+        verdict = f"{seen}: {bench_part}; {steps_part}: dropped"
+    return SpeedJudgement(parent, variant, ratio, rounds, steps, seen, kept, verdict, short)
 
 
 # Record fields that can be compared, and whether lower is better (True) or higher is better (False).
