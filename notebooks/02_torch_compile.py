@@ -180,7 +180,7 @@ rows = []
 for e in eager:
     c = comp_by_seed[e["seed"]]
     rows.append({"seed": e["seed"], "eager": report.bpb(e), "compiled": report.bpb(c),
-                 "extra steps": c["steps"] - e["steps"],
+                 "extra steps": f"{c['steps'] - e['steps']:+d}",
                  "epochs": f"{report.epochs(e, train_tokens):.2f} / {report.epochs(c, train_tokens):.2f}"})
 display(Markdown(report.markdown_table(rows, ["seed", "eager", "compiled", "extra steps", "epochs"])))
 print(f"val_bpb eager {report.bpb_group(eager)}; compiled {report.bpb_group(compiled)}")
@@ -192,14 +192,17 @@ print("\n".join(probe_lines(groups)))
 # %%
 per_run = [{"run": f"{r['recipe']} s{r['seed']}", "steps": r["steps"], "charged_s": r["charged_s"],
             "charged_wall_s": r.get("charged_wall_s"), "uncharged_s": r["uncharged_s"],
-            "first_step_s": r["first_step_s"], "tokens_per_s": round(r["tokens_per_s"]),
+            "first_step_s": r["first_step_s"], "step_ms": 1000 * r["step_s_median"],
+            "tokens_per_s": round(r["tokens_per_s"]),
             "recompiles": (r["compile"] or {}).get("recompiles_after_warmup"), "probe": probe_ratio(r),
             "drifted": "yes" if (r.get("probe") or {}).get("drifted") else "no"} for r in eager + compiled]
 display(Markdown(report.markdown_table(
     per_run, {"run": "run", "steps": "steps", "charged_s": "charged s (reference)", "charged_wall_s": "charged s (wall)",
-              "uncharged_s": "uncharged s", "first_step_s": "first step s", "tokens_per_s": "tokens / reference s",
+              "uncharged_s": "uncharged s", "first_step_s": "first step s", "step_ms": "median step ms (wall)",
+              "tokens_per_s": "tokens / reference s",
               "recompiles": "recompiles after warm-up", "probe": "probe / reference", "drifted": "drifted"},
-    {"charged_s": ".1f", "charged_wall_s": ".1f", "uncharged_s": ".1f", "first_step_s": ".2f", "probe": ".2f"})))
+    {"charged_s": ".1f", "charged_wall_s": ".1f", "uncharged_s": ".1f", "first_step_s": ".2f", "step_ms": ".0f",
+     "probe": ".2f"})))
 
 # %%
 fig, (ax_s, ax_t) = new_figure(10.4, 3.8, ncols=2)

@@ -246,13 +246,15 @@ def test_judge_speed_keeps_a_change_faster_in_every_round_that_buys_steps():
     bench = bench_of([100, 110, 90, 105, 100], [120, 121, 100, 110, 130])
     j = judge_speed(bench, "baseline", "compile",
                     [rec("baseline", i, steps=s, clock="reference") for i, s in enumerate([200, 210, 220])],
-                    [rec("compile", i, recipe="compile", steps=s, clock="reference") for i, s in enumerate([230, 250, 240])])
+                    [rec("compile", i, recipe="compile", steps=s, clock="reference")
+                     for i, s in enumerate([230, 250, 240])])
     assert j.bench == "faster" and j.kept is True
     assert j.round_ratios[1] == pytest.approx(121 / 110) and j.ratio == pytest.approx(120 / 100)
     assert j.steps == ((0, 200, 230), (1, 210, 250), (2, 220, 240)) and j.steps_gain == pytest.approx(30)
     assert j.steps_ratio == pytest.approx(720 / 630)
-    assert "kept" in j.verdict and "+30 steps a seed in the same budget under the reference clock" in j.verdict
-    assert j.short == "faster in every bench round and +30 steps a seed in the same budget: kept"
+    assert j.verdict.endswith("+30 steps a seed in the same budget under the reference clock "
+                              "(+20 to +40, +14% in all, 3 seeds): kept")
+    assert j.short == "faster in every bench round and +30 steps a seed in the same budget (+20 to +40): kept"
 
 
 def test_judge_speed_drops_overlapping_or_slower_rounds_and_screens_short_benches():

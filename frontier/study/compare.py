@@ -174,8 +174,10 @@ def judge_speed(bench: dict, parent: str, variant: str, parent_runs: list[dict] 
         gain = mean(v - p for _, p, v in steps)
         clocks = {r.get("clock") or "wall" for r in (*parent_runs, *variant_runs)}
         clock = f"the {clocks.pop()} clock" if len(clocks) == 1 else "mixed clocks"
-        steps_part = (f"{gain:+.0f} steps a seed in the same budget under {clock} "
-                      f"({sum(v for *_, v in steps) / sum(p for _, p, _ in steps) - 1:+.0%}, "
+        diffs = [v - p for _, p, v in steps]
+        each = f"{min(diffs):+d} to {max(diffs):+d}, " if len(diffs) > 1 else ""
+        steps_part = (f"{gain:+.0f} steps a seed in the same budget under {clock} ({each}"
+                      f"{sum(v for *_, v in steps) / sum(p for _, p, _ in steps) - 1:+.0%} in all, "
                       f"{len(steps)} seed{'s' if len(steps) != 1 else ''})")
     else:
         gain, steps_part = None, "no runs"
@@ -188,7 +190,8 @@ def judge_speed(bench: dict, parent: str, variant: str, parent_runs: list[dict] 
                    "(the machine's speed differed between them)")
     elif seen == "faster":
         kept = True if gain is not None else None
-        short = (f"faster in every bench round and {gain:+.0f} steps a seed in the same budget: kept" if kept else
+        short = (f"faster in every bench round and {gain:+.0f} steps a seed in the same budget"
+                 + (f" ({min(diffs):+d} to {max(diffs):+d})" if len(diffs) > 1 else "") + ": kept" if kept else
                  "faster in every bench round; the steps it buys are not measured")
         verdict = f"faster in every round: {bench_part}; {steps_part}" + (": kept" if kept else "")
     else:
