@@ -226,6 +226,7 @@ def cmd_train(a) -> int:
 
 
 def cmd_eval(a) -> int:
+    from . import records
     from .devices import select_device
     from .train.trainer import evaluate_run
 
@@ -234,7 +235,13 @@ def cmd_eval(a) -> int:
         from .data.dataset import Dataset
 
         dataset = Dataset(a.data)
-    score = evaluate_run(a.run, dataset, select_device(a.device), weights=a.weights, adaptive=a.adaptive)
+    dev = select_device(a.device)
+    score = evaluate_run(a.run, dataset, dev, weights=a.weights, adaptive=a.adaptive)
+    rec = records.load_record(a.run)
+    print(f"run {a.run}: {rec.get('recipe')} seed {rec.get('seed')}, trained {rec.get('steps'):,} steps"
+          + (f", weights {a.weights}" if a.weights else ""))
+    if a.record:
+        print(f"evaluation record: {write_evaluation_record(a.run, rec, score, dev, a, dataset)}")
     print(f"val_loss={score['val_loss']:.6f} val_tokens={score['val_tokens']} val_bytes={score['val_bytes']} "
           f"({score['bpb_convention']})")
     if a.adaptive:
@@ -243,6 +250,30 @@ def cmd_eval(a) -> int:
               "competition's score)")
     print(f"val_bpb={score['val_bpb']:.6f}")
     return 0
+
+
+def write_evaluation_record(run_dir, rec: dict, score: dict, dev, a, data=None) -> Path:
+    """`frontier eval --record`: the scores beside the run, `RUN_DIR/eval-YYYYmmdd-HHMMSS.json` (a new file each
+    time, never over an older one), with the run's steps, the weights and data scored, the code and hardware."""
+    from . import records
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = Path(run_dir) / f"eval-{stamp}.json", 2
+    while path.exists():
+        path, n = Path(run_dir) / f"eval-{stamp}-{n}.json", n + 1
+    out = {"kind": "evaluation", "run_dir": str(run_dir), "recipe": rec.get("recipe"), "seed": rec.get("seed"),
+           "steps": rec.get("steps"), "config_hash": rec.get("config_hash"), "weights": a.weights or "declared",
+           "adaptive": a.adaptive, "data": {"folder": str(data.folder) if data else rec.get("data", {}).get("folder"),
+                                            "manifest_hash": data.manifest_hash if data else
+                                            rec.get("data", {}).get("manifest_hash")},
+           "scores": {k: v for k, v in score.items() if k != "val_by_document"},
+           "val_by_document": score.get("val_by_document"), "code": records.code_version(),
+           "hardware": records.hardware(dev.device), "device": dev.backend,
+           "command": ["frontier", "eval", "--run", str(run_dir), *(["--weights", a.weights] if a.weights else []),
+                       *(["--data", str(a.data)] if a.data else []), *(["--adaptive"] if a.adaptive else []),
+                       "--record", "--device", a.device],
+           "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return records.write_json(path, out)
 
 
 def cmd_card(a) -> int:
@@ -484,15 +515,17 @@ def cmd_clock_check(a) -> int:
 
 def cmd_ladder(a) -> int:
     from .profiles import get_profile
-    from .study.ladder import format_ladder, ladder_rows, run_ladder, write_ladder_record
+    from .study.ladder import format_ladder, ladder_rows, parse_equal_steps, run_ladder, write_ladder_record
 
     p = get_profile(a.profile)
+    equal_steps = parse_equal_steps(a.equal_steps, a.root, p.name)  # before anything trains
     results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
-    rows = ladder_rows(results)
+    rows = ladder_rows(results, equal_steps=equal_steps)
     print(format_ladder(rows))
     path = write_ladder_record(rows, p.name, a.corpus, root=a.root,
                                extra={"command": ["frontier", "ladder", "--profile", p.name, "--corpus", a.corpus,
-                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]})
+                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]
+                                      + [x for item in a.equal_steps for x in ("--equal-steps", item)]})
     print(f"ladder record: {path}")
     return 0
 
@@ -647,6 +680,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--adaptive", action="store_true",
                    help="also val_bpb_adaptive: score each validation window, then count it into the n-gram tables, "
                         "as a compressor adapts (not the competition's score; the tables are restored afterwards)")
+    s.add_argument("--record", action="store_true",
+                   help="also keep the scores as an evaluation record beside the run (RUN_DIR/eval-TIME.json: steps, "
+                        "weights, data, code, hardware)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
 
@@ -786,14 +822,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
                        description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "
-                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung with each gain "
-                                   "over the rung below (paired by seed), and keep the table as a ladder record "
-                                   "in ROOT/PROFILE/ladder/.")
+                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung (with its steps) and "
+                                   "judge each rung by the project's rule: a speed rung (compile) by its tokens/s and "
+                                   "the steps it buys, a learning rung by its gain over the rung below paired by seed, "
+                                   "at equal steps (--equal-steps) and at equal budget; keep the table as a ladder "
+                                   "record in ROOT/PROFILE/ladder/.")
     s.add_argument("--profile", default="cpu", help="profile (default cpu)")
     s.add_argument("--corpus", default="embedded", choices=CORPORA,
                    help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
     s.add_argument("--seeds", type=_positive_int, default=None, help="seeds per rung (default: the profile's)")
     s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.add_argument("--equal-steps", action="append", default=[], metavar="RUNG=SWEEP:VARIANT[:removes]",
+                   help="a learning rung's gain at equal steps, read from the newest sweep record SWEEP in "
+                        "ROOT/PROFILE/sweeps/: its row VARIANT paired with the sweep's base (`removes`: the variant is "
+                        "the base without the rung's change); repeatable, e.g. "
+                        "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
     s.set_defaults(func=cmd_ladder)
 
     s = sub.add_parser("recipes", help="list the recipes")

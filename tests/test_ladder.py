@@ -9,18 +9,39 @@ from frontier.recipes import FINAL, get_recipe, resolve
 from frontier.study import ladder
 
 
-def _recs(recipe, values, steps=100):
-    return [{"recipe": recipe, "seed": s, "val_bpb": v, "steps": steps, "run_dir": f"runs/x/{recipe}/s{s}",
-             "code": {"git_sha": "abcdef123456", "dirty": False}} for s, v in enumerate(values)]
+def _recs(recipe, values, steps=100, tokens_per_s=1000.0, clock="reference"):
+    steps = steps if isinstance(steps, list) else [steps] * len(values)
+    return [{"recipe": recipe, "seed": s, "val_bpb": v, "steps": n, "run_dir": f"runs/x/{recipe}/s{s}",
+             "tokens_per_s": tokens_per_s + s, "clock": clock,
+             "code": {"git_sha": "abcdef123456", "dirty": False}} for s, (v, n) in enumerate(zip(values, steps))]
 
 
 def _results():
-    return {"baseline": _recs("baseline", [1.90, 1.92, 1.91]),
-            "compile": _recs("compile", [1.89, 1.925, 1.905]),
+    return {"baseline": _recs("baseline", [1.90, 1.92, 1.91], steps=[90, 100, 110], tokens_per_s=1000.0),
+            "compile": _recs("compile", [1.89, 1.925, 1.905], steps=[120, 125, 130], tokens_per_s=1250.0),
             "bigram": _recs("bigram", [1.80, 1.83, 1.81]),
             "ngram": _recs("ngram", [1.70, 1.72, 1.705]),
             "ema": _recs("ema", [1.69, 1.715, 1.70]),
             "final": _recs(FINAL, [1.68, 1.70, 1.69])}
+
+
+def _sweep(steps=420, seeds=(0, 1, 2)):
+    """A sweep record as `frontier.study.sweep.run_sweep` writes one: base ngram, a leave-one-out variant (bigram:
+    ngram without the n-gram mix), and the EMA added; gain = base - variant, per seed paired."""
+    def runs(values):
+        return {str(s): {"val_bpb": v, "steps": steps, "tokens_per_s": 900.0, "run_dir": f"runs/x/v/s{s}"}
+                for s, v in zip(seeds, values)}
+
+    return {"kind": "sweep", "name": "ablation-final-420", "profile": "cpu", "seeds": list(seeds), "steps": steps,
+            "base": "ngram", "path": "/somewhere/runs/cpu/sweeps/sweep-ablation-final-420-20261203-100000.json",
+            "code": {"git_sha": "1234567890ab", "dirty": False},
+            "rows": [{"name": "ngram", "recipe": "ngram", "runs": runs([1.70, 1.71, 1.72])},
+                     {"name": "- n-gram mix", "recipe": "bigram", "runs": runs([1.80, 1.82, 1.815]), "gain": -0.105,
+                      "p": 0.004, "diff_std": 0.005, "verdict": "worse beyond the noise"},
+                     {"name": "ema", "recipe": "ema", "runs": runs([1.695, 1.707, 1.716]), "gain": 0.004,
+                      "p": 0.02, "diff_std": 0.0005, "verdict": "better beyond the noise"},
+                     {"name": "ema-worse", "recipe": "ema", "runs": runs([1.71, 1.72, 1.73]), "gain": -0.01,
+                      "p": 0.001, "diff_std": 0.0001, "verdict": "worse beyond the noise"}]}
 
 
 def test_final_and_best_name_the_final_recipe():
@@ -41,8 +62,10 @@ def test_rows_pair_each_rung_with_the_one_below():
     # the rung below the embedding fix is torch.compile (the kernels rung has no runs)
     assert by["embedding fix"]["over"] == "compile"
     assert math.isclose(by["embedding fix"]["gain"], (1.89 + 1.925 + 1.905 - 1.80 - 1.83 - 1.81) / 3)
-    assert by["embedding fix"]["verdict"].startswith("better")
-    assert by["torch.compile"]["verdict"] == "inside the noise"
+    assert by["embedding fix"]["budget_verdict"] == "better beyond the noise"
+    assert by["embedding fix"]["verdict"].startswith("undecided: equal steps not measured; equal budget: better")
+    assert by["embedding fix"]["kept"] is None and by["embedding fix"]["kind"] == "learning"
+    assert by["torch.compile"]["kind"] == "speed" and by["torch.compile"]["p"] is None  # no bpb test
     assert math.isclose(by["final"]["total"], 1.91 - 1.69)
     assert by["final"]["recipe"] == FINAL and by["final"]["values"] == [1.68, 1.70, 1.69]
     assert "| NKI kernels |" in ladder.format_ladder(rows)
@@ -50,8 +73,9 @@ def test_rows_pair_each_rung_with_the_one_below():
 
 def test_one_seed_per_rung_is_not_judged():
     rows = ladder.ladder_rows({k: v[:1] for k, v in _results().items()})
-    measured = [r for r in rows if "gain" in r]
-    assert measured and all(r["verdict"] == "needs at least 2 pairs" for r in measured)
+    learning = [r for r in rows if "gain" in r and r["kind"] == "learning"]
+    assert learning and all(r["budget_verdict"].startswith("screen only (1 seed") for r in learning)
+    assert all(r["kept"] is None for r in learning)
 
 
 def test_a_rung_without_runs_says_so_and_the_next_pairs_past_it(monkeypatch):
@@ -93,7 +117,9 @@ def test_the_record_is_kept_beside_older_ones(tmp_path):
 def test_the_figure_draws_every_measured_rung():
     fig = ladder.ladder_figure(ladder.ladder_rows(_results()))
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_xticklabels()] == [r.name for r in ladder.LADDER if r.recipe]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert [t.split("\n")[0] for t in labels] == [r.name for r in ladder.LADDER if r.recipe]
+    assert labels[0] == "baseline\n90-110 steps" and labels[2] == "embedding fix\n100 steps"  # every bpb with its steps
 
 
 @pytest.mark.parametrize("argv", [["ladder", "--seeds", "0"], ["ladder", "--corpus", "nope"]])
@@ -126,7 +152,7 @@ def test_readme_table_marks_what_was_not_measured():
     table = ladder.readme_table(rec)
     assert "generated from runs/cpu/ladder/embedded-1.json" in table
     assert "| NKI kernels | `-` | not measured here |" in table and "| 1.259 |" in table and "| 0.959 |" in table
-    assert "(p < 0.05)" not in table and "over `compile`, better beyond the noise (p = " in table
+    assert "(p < 0.05)" not in table and "over `compile` (3 seeds; 100 vs 125 (120-130) steps) | undecided: " in table
 
 
 @pytest.mark.parametrize("path, named", [("../runs/cpu/ngram/s0", "runs/cpu/ngram/s0"),
@@ -154,9 +180,236 @@ def test_a_gain_from_one_seed_is_labelled_one_seed(tmp_path):
 
     fig = ladder.ladder_figure(ladder.ladder_rows({k: v[:1] for k, v in _results().items()}), writeup=False)
     texts = [t.get_text() for t in fig.axes[1].texts]
-    assert texts and set(texts) == {"one seed"} and len(texts) == len([r for r in fig.axes[1].patches])
+    # every learning rung's bar says one seed; the speed rung's bar its speed instead
+    assert texts.count("one seed") == len(fig.axes[1].patches) - 1 and "one seed" not in texts[0]
     assert "one seed" in fig.axes[0].get_legend().get_texts()[0].get_text()
     save_figure(fig, tmp_path / "ladder.png")  # fits its canvas, bars from zero
     three = ladder.ladder_figure(ladder.ladder_rows(_results()))
-    assert not three.axes[2].texts
+    assert [t.get_text() for t in three.axes[2].texts] == ["x1.25 tokens/s\n+25 steps"]  # no "one seed"
     save_figure(three, tmp_path / "ladder3.png")
+
+
+# ----------------------------------------------------------------------------- the rule: speed and learning rungs
+
+
+def test_a_speed_rung_is_judged_by_tokens_per_s_and_the_steps_it_buys():
+    rows = {r["rung"]: r for r in ladder.ladder_rows(_results())}
+    c = rows["torch.compile"]
+    assert c["kind"] == "speed" and c["p"] is None and "budget_verdict" not in c and "kept" not in c
+    assert math.isclose(c["tokens_per_s"], 1251.0) and math.isclose(c["over_tokens_per_s"], 1001.0)
+    assert math.isclose(c["speed_ratio"], 1251.0 / 1001.0)
+    assert c["steps_each"] == [120, 125, 130] and c["over_steps_each"] == [90, 100, 110]
+    assert math.isclose(c["steps_bought"], 25.0)
+    assert c["verdict"] == "buys 25 more steps under the reference clock (x1.25 tokens/s)"
+    assert math.isclose(c["gain"], (1.90 + 1.92 + 1.91 - 1.89 - 1.925 - 1.905) / 3)  # its bpb is still shown
+    line = next(x for x in ladder.format_ladder(list(rows.values())).splitlines() if x.startswith("| torch.compile"))
+    assert "1,251 vs 1,001 `baseline` (x1.25)" in line and "125 (120-130) vs 100 (90-110) steps" in line
+    assert "not tested (a speed rung)" in line and "p = " not in line
+    assert "1.9067 ± 0.0176 (3 seeds, 120-130 steps)" in line
+
+
+@pytest.mark.parametrize("bought, ratio, clock, verdict", [
+    (-3.4, 0.9, "wall", "costs 3 steps on the wall clock (x0.90 tokens/s)"),
+    (0.2, None, None, "buys no more steps (tokens/s not recorded)"),
+    (12, 1.1, "mixed", "buys 12 more steps (its runs on different clocks) (x1.10 tokens/s)"),
+    (None, None, None, "steps not recorded (tokens/s not recorded)")])
+def test_speed_verdicts(bought, ratio, clock, verdict):
+    assert ladder.speed_verdict(bought, ratio, clock) == verdict
+
+
+def test_a_speed_rung_takes_no_equal_steps_and_unknown_keys_are_refused():
+    from frontier.errors import UserError
+
+    with pytest.raises(UserError, match="compile is a speed rung"):
+        ladder.ladder_rows(_results(), equal_steps={"compile": ladder.EqualSteps(_sweep(), "ema")})
+    with pytest.raises(UserError, match="names no rung's recipe: gate"):
+        ladder.ladder_rows(_results(), equal_steps={"gate": ladder.EqualSteps(_sweep(), "ema")})
+
+
+def test_equal_steps_evidence_is_read_from_a_sweep_row():
+    added = ladder.EqualSteps(_sweep(), "ema").measure()
+    assert added["gain"] == 0.004 and added["p"] == 0.02 and added["seeds"] == 3 and added["steps"] == 420
+    assert (added["with"], added["without"]) == ("ema", "ngram") and added["sweep"] == "ablation-final-420"
+    assert added["path"] == "runs/cpu/sweeps/sweep-ablation-final-420-20261203-100000.json"
+    removed = ladder.EqualSteps(_sweep(), "bigram", removes=True).measure()  # by recipe; the row's name differs
+    assert removed["gain"] == 0.105 and removed["variant"] == "- n-gram mix"  # the mix's gain: minus the variant's
+    assert (removed["with"], removed["without"]) == ("ngram", "- n-gram mix")
+    assert ladder.EqualSteps(_sweep(), "- n-gram mix", removes=True).measure() == removed
+
+
+@pytest.mark.parametrize("sweep, variant, match", [
+    ({**_sweep(), "steps": None}, "ema-worse", "ran at the budget, not at equal steps"),
+    (_sweep(), "ngram-no-bigram", "has no variant 'ngram-no-bigram'"),
+    (_sweep(), "ema", None),
+    (_sweep(), "ngram", "has no variant 'ngram'"),  # the base is not a variant
+    ({"kind": "ladder", "rows": []}, "ema", "needs a sweep record")])
+def test_equal_steps_refuses_what_it_cannot_read(sweep, variant, match):
+    from frontier.errors import UserError
+
+    if match is None:  # two rows of recipe ema: the recipe is ambiguous, the name is not
+        with pytest.raises(UserError, match="more than one variant of recipe 'ema'"):
+            ladder.EqualSteps({**sweep, "rows": [r for r in sweep["rows"] if r["name"] != "ema"]
+                               + [{**sweep["rows"][2], "name": "ema2"}]}, "ema").measure()
+        return
+    with pytest.raises(UserError, match=match):
+        ladder.EqualSteps(sweep, variant).measure()
+
+
+def test_a_learning_rung_is_judged_at_equal_steps_then_budget(monkeypatch):
+    from frontier import recipes
+
+    monkeypatch.setitem(recipes.ALIASES, "final", "ngram")
+    res = _results()
+    res["final"] = res["ngram"]
+    sweep = _sweep()
+    rows = {r["rung"]: r for r in ladder.ladder_rows(res, equal_steps={
+        "ngram": ladder.EqualSteps(sweep, "bigram", removes=True), "ema": ladder.EqualSteps(sweep, "ema")})}
+    mix = rows["n-gram mix"]
+    assert mix["equal_steps"]["gain"] == 0.105 and mix["budget_verdict"] == "better beyond the noise"
+    assert mix["kept"] is True and mix["verdict"].startswith("kept: equal steps: better (gain +0.1050, p = 0.004)")
+    assert rows["final"]["equal_steps"] == mix["equal_steps"]  # "ngram" serves the final rung while final is ngram
+    ema = rows["EMA"]  # better at equal steps, inside the noise at budget: kept (not worse beyond it)
+    assert ema["equal_steps"]["gain"] == 0.004 and ema["budget_verdict"] == "inside the noise"
+    assert ema["kept"] is True and ema["verdict"].startswith("kept: ")
+    assert "equal_steps" not in rows["embedding fix"] and rows["embedding fix"]["kept"] is None
+    worse = {r["rung"]: r for r in ladder.ladder_rows(res, equal_steps={"ema": ladder.EqualSteps(sweep, "ema-worse")})}
+    assert worse["EMA"]["kept"] is False and worse["EMA"]["verdict"].startswith("dropped: equal steps: worse")
+    table = ladder.format_ladder(list(rows.values()))
+    line = next(x for x in table.splitlines() if x.startswith("| EMA"))
+    assert ("+0.0040, p = 0.020 (3 seeds, 420 steps: `ema` over `ngram`, sweep ablation-final-420)" in line
+            and "| kept: " in line and "1.7017 ± 0.0126 (3 seeds, 100 steps)" in line)
+    assert "not measured" in next(x for x in table.splitlines() if x.startswith("| embedding fix"))
+
+
+def test_a_change_of_size_is_judged_at_equal_budget_alone(monkeypatch):
+    from frontier import recipes
+
+    assert ladder.trades_steps("ngram-sized", "ngram") and not ladder.trades_steps("ema", "ngram")
+    assert not ladder.trades_steps("gone-recipe", "ngram")  # an older record's recipe this code lacks
+    monkeypatch.setitem(recipes.ALIASES, "final", "ngram-sized")
+    res = _results()
+    res["final"] = _recs("ngram-sized", [1.60, 1.63, 1.61])
+    final = next(r for r in ladder.ladder_rows(res) if r["rung"] == "final")
+    assert final["trades_steps"] and final["over"] == "ngram"
+    assert final["kept"] is True and final["verdict"].startswith("kept: equal budget: better beyond the noise")
+
+
+def test_the_record_keeps_the_new_fields(tmp_path):
+    rows = ladder.ladder_rows(_results(), equal_steps={"ema": ladder.EqualSteps(_sweep(), "ema")})
+    rec = json.loads(ladder.write_ladder_record(rows, "smoke", "embedded", root=tmp_path).read_text())
+    by = {r["rung"]: r for r in rec["rows"]}
+    assert by["torch.compile"]["kind"] == "speed" and by["torch.compile"]["speed_ratio"] > 1
+    assert by["EMA"]["equal_steps"]["sweep"] == "ablation-final-420" and by["EMA"]["kept"] is True
+    assert by["baseline"]["steps_each"] == [90, 100, 110] and by["baseline"]["clock"] == "reference"
+    assert rec["rule"] == ladder.RULE and rec["rungs"][1]["speed"] is True
+    assert ladder.format_ladder(rec["rows"]) == ladder.format_ladder(rows)
+
+
+def test_older_ladder_records_still_load_and_format():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    found = sorted((repo / "runs").glob("*/ladder/*.json"))
+    assert found
+    for path in found:
+        rec = {**json.loads(path.read_text()), "path": str(path)}
+        table, readme = ladder.format_ladder(rec["rows"]), ladder.readme_table(rec)
+        rows = {r["rung"]: r for r in ladder.judged_rows(rec["rows"])}
+        c = rows["torch.compile"]
+        assert c["kind"] == "speed" and c["p"] is None and c["verdict"].startswith(("buys", "costs"))
+        assert all(r["kind"] == "learning" and r["verdict"].split(":")[0] in ("kept", "dropped", "undecided")
+                   for r in rows.values() if "gain" in r and r["rung"] != "torch.compile")
+        for r in rows.values():  # every bpb printed with its steps
+            if "mean" in r:
+                cell = ladder.bpb_cell(r)
+                assert f"{r['mean']:.4f}" in cell and " steps)" in cell and cell in table and cell in readme
+        ladder.ladder_figure(rec["rows"])
+
+
+def test_an_older_row_is_presented_by_the_rule():
+    old = [{"rung": "baseline", "recipe": "baseline", "n": 3, "mean": 1.9, "std": 0.01, "values": [1.89, 1.9, 1.91],
+            "steps": 233.3},
+           {"rung": "torch.compile", "recipe": "compile", "n": 3, "mean": 1.88, "std": 0.01, "values": [1.87, 1.88, 1.89],
+            "steps": 262.0, "gain": 0.02, "gain_std": 0.001, "p": 0.004, "over": "baseline",
+            "verdict": "better beyond the noise (p < 0.05)"},
+           {"rung": "embedding fix", "recipe": "bigram", "n": 3, "mean": 1.8, "std": 0.01, "values": [1.79, 1.8, 1.81],
+            "steps": 231.0, "gain": 0.08, "gain_std": 0.01, "p": 0.01, "over": "compile",
+            "verdict": "better beyond the noise (p < 0.05)"}]
+    rows = ladder.judged_rows(old)
+    assert rows[1]["verdict"] == "buys 29 more steps (tokens/s not recorded)" and rows[1]["p"] is None
+    assert rows[2]["verdict"] == ("undecided: equal steps not measured; equal budget: better beyond the noise "
+                                  "(+0.0800, p = 0.010)")
+    assert ladder.bpb_cell(rows[0]) == "1.9000 ± 0.0100 (3 seeds, mean 233 steps)"
+    assert old[1]["verdict"] == "better beyond the noise (p < 0.05)"  # the record's own rows are not changed
+    assert ladder.judged_rows(rows) == rows  # a current row is returned as it is
+
+
+def test_the_readme_table_shows_steps_tokens_and_equal_steps():
+    import re
+
+    rows = ladder.ladder_rows(_results(), equal_steps={"ema": ladder.EqualSteps(_sweep(), "ema")})
+    table = ladder.readme_table({"path": "runs/cpu/ladder/embedded-2.json", "writeup_trn2": ladder.WRITEUP_TRN2,
+                                 "rows": rows})
+    lines = {x.split(" | ")[0]: x for x in table.splitlines()}
+    assert "| 1.9100 ± 0.0100 (3 seeds, 90-110 steps) |" in lines["| baseline"]
+    assert "| 1,251 vs 1,001 `baseline` (x1.25) |" in lines["| torch.compile"]
+    assert "| buys 25 more steps under the reference clock (x1.25 tokens/s) |" in lines["| torch.compile"]
+    assert "`ema` over `ngram`, sweep ablation-final-420" in lines["| EMA"] and "| kept: " in lines["| EMA"]
+    cells = [re.split(r"(?<!\\)\|", x.strip()[1:-1]) for x in table.splitlines()[1:-1]]
+    assert {len(c) for c in cells} == {8}  # eight columns in every row
+
+
+@pytest.mark.parametrize("item, match", [("ngram=ablation-final-420", "is not RUNG=SWEEP:VARIANT"),
+                                         ("ngram=ablation-final-420:bigram:drops", "is not RUNG=SWEEP:VARIANT"),
+                                         ("=a:b", "is not RUNG=SWEEP:VARIANT"),
+                                         ("ngram=nosuch:bigram", "no sweep record named 'nosuch'"),
+                                         ("ngram=ablation-final-420:nosuch", "has no variant 'nosuch'"),
+                                         ("compile=ablation-final-420:ema", "compile is a speed rung")])
+def test_equal_steps_flags_fail_before_anything_trains(item, match, tmp_path):
+    from frontier.errors import UserError
+
+    folder = tmp_path / "cpu" / "sweeps"
+    folder.mkdir(parents=True)
+    (folder / "sweep-ablation-final-420-20261203-100000.json").write_text(json.dumps(
+        {**_sweep(), "record": "frontier-bench"}))
+    with pytest.raises(UserError, match=match):
+        ladder.parse_equal_steps([item], tmp_path, "cpu")
+
+
+def test_equal_steps_flags_name_the_newest_sweep(tmp_path):
+    folder = tmp_path / "cpu" / "sweeps"
+    folder.mkdir(parents=True)
+    for stamp, gain in (("20261203-100000", 0.004), ("20261203-110000", 0.006)):
+        sw = _sweep()
+        sw["rows"][2] = {**sw["rows"][2], "gain": gain}
+        (folder / f"sweep-ablation-final-420-{stamp}.json").write_text(json.dumps({**sw, "record": "frontier-bench"}))
+    got = ladder.parse_equal_steps(["ema=ablation-final-420:ema", "ngram=ablation-final-420:bigram:removes"],
+                                   tmp_path, "cpu")
+    assert got["ema"].measure()["gain"] == 0.006 and got["ngram"].removes and not got["ema"].removes
+
+
+def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
+    from frontier.figures import save_figure
+
+    rows = ladder.ladder_rows(_results(), equal_steps={"ema": ladder.EqualSteps(_sweep(), "ema")})
+    fig = ladder.ladder_figure(rows)
+    gain = fig.axes[2]
+    texts = [t.get_text() for t in gain.texts]
+    assert texts == ["x1.25 tokens/s\n+25 steps", "420 steps"]
+    hatched = [p for p in gain.patches if p.get_hatch()]
+    assert len(hatched) == 1 and math.isclose(hatched[0].get_height(), 0.004)
+    assert [t.get_text() for t in gain.get_legend().get_texts()] == ["at equal budget (this ladder)",
+                                                                     "at equal steps (sweep)"]
+    assert gain.get_xticklabels()[0].get_text() == "torch.compile\n120-130 steps"
+    save_figure(fig, tmp_path / "ladder.png")  # fits its canvas
+
+
+@pytest.mark.parametrize("item", ["ngram=ablation-final-420", "ngram=no-such-sweep:bigram"])
+def test_a_bad_equal_steps_flag_is_one_line_before_training(item, tmp_path, capsys, monkeypatch):
+    from frontier.cli import main
+
+    monkeypatch.setattr(ladder, "run_ladder", lambda *a, **k: pytest.fail("trained before checking --equal-steps"))
+    assert main(["ladder", "--root", str(tmp_path), "--equal-steps", item]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and err.count("\n") == 1
+    assert ("is not RUNG=SWEEP:VARIANT" if item.count(":") == 0 else "no sweep record named 'no-such-sweep'") in err

@@ -2,6 +2,7 @@
 property that tables without fingerprints, a wrong false-hit count or a leaky adaptive evaluation would break."""
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -213,6 +214,20 @@ def test_eval_adaptive_on_the_command_line(tmp_path, smoke_data):
     lines = p.stdout.strip().splitlines()
     assert lines[-1].startswith("val_bpb=")  # the competition's score, last, as without --adaptive
     assert lines[-2].startswith("val_bpb_adaptive=") and "not the competition's score" in lines[-2]
+    assert "trained 2 steps" in lines[0]  # a bpb is printed with the steps behind it
+    p = subprocess.run([*cli, str(tmp_path / "ngram-only"), "--record"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    kept = sorted((tmp_path / "ngram-only").glob("eval-*.json"))
+    assert len(kept) == 1 and f"evaluation record: {kept[0]}" in p.stdout
+    ev = json.loads(kept[0].read_text())
+    printed = {l.split("=")[0]: float(l.split("=")[1].split()[0]) for l in p.stdout.splitlines()
+               if l.startswith(("val_bpb=", "val_bpb_adaptive="))}
+    assert ev["kind"] == "evaluation" and ev["adaptive"] and ev["steps"] == 2 and ev["weights"] == "declared"
+    assert abs(ev["scores"]["val_bpb"] - printed["val_bpb"]) < 1e-6
+    assert abs(ev["scores"]["val_bpb_adaptive"] - printed["val_bpb_adaptive"]) < 1e-6
+    assert ev["scores"]["val_bpb_adaptive"] != ev["scores"]["val_bpb"]
+    assert ev["command"][:4] == ["frontier", "eval", "--run", str(tmp_path / "ngram-only")] and "--adaptive" in ev["command"]
+    assert sum(ev["val_by_document"]["bytes"]) == ev["scores"]["val_bytes"]  # per document, for a bootstrap
     p = subprocess.run([*cli, str(tmp_path / "baseline")], capture_output=True, text=True, timeout=120)
     err = [l for l in p.stderr.strip().splitlines() if l.strip()]
     assert p.returncode == 2 and len(err) == 1 and err[0].startswith("error: ") and "no n-gram tables" in err[0]

@@ -7,10 +7,40 @@ trained; on a machine without one it has nothing to measure, and the table says 
 rung below it.
 
 `run_ladder` trains (or reuses, `frontier.study.experiments.run`) every rung for seeds 0..n-1 and `ladder_rows` turns
-the records into the table: per rung the mean and spread of val_bpb, and its gain over the nearest rung below
-that its recipe is built on (the final recipe skips the EMA, which was not kept), paired by seed (a paired t-test, `frontier.study.compare.paired_test`) with the verdict of the noise rule. `write_ladder_record`
-keeps the table beside the runs (`runs/PROFILE/ladder/CORPUS-TIME.json`), naming every run folder and the code
-that made it; the README's table is read from such a record. `frontier ladder` is the command.
+the records into the table. Every rung is presented by the project's rule (`frontier.study.compare.RULE`):
+
+- A speed rung (`Rung.speed`: the same arithmetic, faster: `compile`, the NKI kernels) is judged by its tokens/s
+  beside those of the rung it is built on and by the steps that buys in the budget, not by a bpb test: its row
+  keeps both tokens/s (the records' `tokens_per_s`, mean over seeds), their ratio, the steps each trained, and a
+  verdict such as "buys 29 more steps under the reference clock (x1.14 tokens/s)". Its bpb is still shown.
+- A learning rung shows its gain at equal budget over the nearest rung below that its recipe is built on (a rung
+  whose change was not kept is skipped: the final recipe's gain is over what it stands on), paired by seed
+  (`frontier.study.compare.paired_test`); where a sweep measured the same change at equal steps (`EqualSteps`),
+  that gain and its p beside it; and its verdict by `frontier.study.compare.keep` (equal steps first, then the
+  budget; a change of the model's size, which trades steps, at equal budget alone).
+
+The equal-steps evidence is handed in explicitly, rung by rung, as rows of a sweep record. For the final ladder
+(sweep `ablation-final-420`: base `ngram`; variants `bigram`, which is ngram without the n-gram mix,
+`ngram-no-bigram`, without the bigram table, and `ema`, with the weight average):
+
+    from frontier.study.ladder import EqualSteps, ladder_rows, run_ladder
+    from frontier.study.sweep import newest_sweep
+
+    sweep = newest_sweep("runs", "cpu", "ablation-final-420")
+    rows = ladder_rows(run_ladder("cpu", 3), equal_steps={
+        "ngram": EqualSteps(sweep, "bigram", removes=True),            # the n-gram mix: ngram over ngram without it
+        "bigram": EqualSteps(sweep, "ngram-no-bigram", removes=True),  # the bigram table, taken out of ngram
+        "ema": EqualSteps(sweep, "ema"),                               # the EMA, added to ngram
+    })
+
+(a variant is named by its sweep row's `name`, else its `recipe`; `frontier ladder --equal-steps
+ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema ...` is the same as a command).
+A key names a rung by its recipe in `LADDER` or the recipe that resolves to: "ngram" also serves the final rung
+while `final` names `ngram`. Every bpb the tables print carries its steps (`bpb_cell`). `write_ladder_record`
+keeps the table beside the runs (`runs/PROFILE/ladder/CORPUS-TIME.json`), naming every run folder, sweep record
+and the code that made them; the README's table is read from such a record (`readme_table`), and ladder records
+written before this presentation still load and format (`judged_rows` derives what they lack from what they kept).
+`frontier ladder` is the command.
 """
 
 from __future__ import annotations
@@ -19,9 +49,13 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import math
+from statistics import mean
+
 from .. import records
-from .compare import Group, paired_test
-from .report import short_code
+from ..errors import UserError
+from .compare import RULE, Group, judge, keep, paired_test
+from .report import bpb_group, short_code
 
 LADDER_KIND = "ladder"
 
@@ -33,12 +67,15 @@ class Rung:
     change: str
     chapter: str
     why_none: str = ""
+    # the same arithmetic, faster (`compare.RULE`): judged by tokens/s and the steps it buys, not by a bpb test
+    speed: bool = False
 
 
 LADDER: tuple[Rung, ...] = (
     Rung("baseline", "baseline", "the competition baseline, eager PyTorch", "01"),
-    Rung("torch.compile", "compile", "the model compiled (Inductor here, the neuron backend on Trn2)", "02"),
-    Rung("NKI kernels", None, "fused ops as NKI kernels", "03",
+    Rung("torch.compile", "compile", "the model compiled (Inductor here, the neuron backend on Trn2)", "02",
+         speed=True),
+    Rung("NKI kernels", None, "fused ops as NKI kernels", "03", speed=True,
          why_none="the same arithmetic as the reference ops, faster only on a NeuronCore; without one there is "
                   "nothing to train differently (chapter 03 checks the kernels in the interpreter)"),
     Rung("embedding fix", "bigram", "the 2^k-row hashed bigram table, updated sparsely", "04"),
@@ -87,17 +124,160 @@ def _group(recipe: str, recs: list[dict]) -> Group:
                  tuple(r.get("seed") for r in recs))
 
 
-def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
-    """One row per rung: mean, spread and count of val_bpb, and the gain over the nearest measured rung below it
-    that its recipe is built on (`over`; a rung whose change was not kept is skipped: the final recipe's gain is
-    over what it stands on). `gain` = that rung's mean minus this one's, so positive is better, paired by seed
-    (the paired t-test's p and verdict); `total` likewise against the baseline. A rung without a recipe, or
-    without runs, is a row with its reason."""
+@dataclass(frozen=True)
+class EqualSteps:
+    """One rung's change measured at equal steps: a row of a sweep record (`frontier.study.sweep.run_sweep` with
+    `steps=N`, read back by `newest_sweep`), paired by seed with the sweep's base. `variant` names the row (its
+    `name`, else its `recipe`). `removes`: the variant is the base without the change (a leave-one-out ablation:
+    the change's gain is minus the variant's); else the variant is the base with the change added."""
+
+    sweep: dict
+    variant: str
+    removes: bool = False
+
+    def measure(self) -> dict:
+        """The change's gain at equal steps (positive: the change lowers val_bpb), p, seeds, steps, which run is
+        with it and which without, and the sweep record's name, path and code. UserError (one line) for a record that
+        is not a sweep, a sweep at the budget, or a variant it does not have."""
+        sw = self.sweep or {}
+        if sw.get("kind") != "sweep" or not isinstance(sw.get("rows"), list):
+            raise UserError("EqualSteps needs a sweep record", "pass frontier.study.sweep.newest_sweep(root, profile, "
+                                                               "name), a record written by run_sweep")
+        if not sw.get("steps"):
+            raise UserError(f"sweep {sw.get('name')!r} ran at the budget, not at equal steps",
+                            "pass a sweep run with steps=N (its runs stop at N steps)")
+        variants = [r for r in sw["rows"] if "gain" in r]
+        found = [r for r in variants if r.get("name") == self.variant] or [
+            r for r in variants if r.get("recipe") == self.variant]
+        if len(found) != 1:
+            names = ", ".join(repr(r.get("name")) for r in variants)
+            why = "no variant" if not found else "more than one variant of recipe"
+            raise UserError(f"sweep {sw.get('name')!r} has {why} {self.variant!r}", f"name one of: {names}")
+        row, base = found[0], next((r for r in sw["rows"] if "gain" not in r), sw["rows"][0])
+        sign = -1.0 if self.removes else 1.0
+        with_, without = (base["name"], row["name"]) if self.removes else (row["name"], base["name"])
+        seen = sorted({r["steps"] for x in (base, row) for r in x["runs"].values()})  # all N in a steps=N sweep
+        return {"gain": sign * row["gain"], "p": row.get("p"), "diff_std": row.get("diff_std"),
+                "seeds": len(sw["seeds"]), "steps": sw["steps"], "steps_seen": seen, "with": with_,
+                "without": without, "variant": row["name"], "removes": self.removes, "sweep": sw.get("name"),
+                "path": repo_path(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
+
+
+def _mean_tokens_per_s(recs: list[dict]) -> float | None:
+    vals = [r["tokens_per_s"] for r in recs if r.get("tokens_per_s")]
+    return mean(vals) if vals else None
+
+
+def _clock(recs: list[dict]) -> str | None:
+    """The clock all `recs` ran under ("reference", "wall"), "mixed" when they differ, None where none says."""
+    clocks = {r.get("clock") for r in recs}
+    if clocks == {None}:
+        return None
+    return clocks.pop() if len(clocks) == 1 else "mixed"
+
+
+def speed_verdict(bought: float | None, ratio: float | None, clock: str | None = None) -> str:
+    """A speed rung's verdict: the steps it buys in the budget and its tokens/s over the rung below
+    ("buys 29 more steps under the reference clock (x1.14 tokens/s)")."""
+    if bought is None:
+        what = "steps not recorded"
+    else:
+        n = round(bought)
+        what = f"buys {n:,} more steps" if n > 0 else f"costs {-n:,} steps" if n < 0 else "buys no more steps"
+    where = {"reference": " under the reference clock", "wall": " on the wall clock",
+             "mixed": " (its runs on different clocks)"}.get(clock or "", "")
+    return f"{what}{where} ({f'x{ratio:.2f} tokens/s' if ratio else 'tokens/s not recorded'})"
+
+
+def trades_steps(recipe: str, over: str) -> bool:
+    """Whether `recipe` differs from `over` in the model's size or batch (`Recipe.sizes`): a change that trades what
+    a step learns for how many steps fit, judged at equal budget alone (`compare.keep(trades_steps=True)`). False
+    for a recipe this code no longer has."""
+    from ..recipes import get_recipe
+
+    try:
+        return get_recipe(recipe).sizes != get_recipe(over).sizes
+    except UserError:
+        return False
+
+
+def rule_verdict(at_steps: dict | None, at_budget: tuple[float, float | None, int],
+                 trades: bool = False) -> tuple[bool | None, str]:
+    """(kept, verdict) of a learning rung by `compare.keep`: `at_steps` an `EqualSteps.measure()` (None: not
+    measured), `at_budget` the ladder's paired (gain, p, seeds). The verdict starts with kept, dropped or undecided."""
+    if at_steps is None and not trades:
+        gain, p, n = at_budget
+        shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+        kept, why = None, f"equal steps not measured; equal budget: {judge(gain, p, n)} ({gain:+.4f}{shown_p})"
+    else:
+        steps = None if at_steps is None else (at_steps["gain"], at_steps["p"], at_steps["seeds"])
+        kept, why = keep(steps, at_budget, trades_steps=trades)
+    return kept, f"{ {True: 'kept', False: 'dropped', None: 'undecided'}[kept]}: {why}"
+
+
+def check_equal_steps_keys(equal_steps: dict) -> None:
+    """UserError (one line) for an `equal_steps` key that names no learning rung's recipe: an unknown one, or a speed
+    rung's (judged by tokens/s and the steps it buys, never at equal steps)."""
+    named = {k: r for r in LADDER if r.recipe for k in (r.recipe, recipe_name(r.recipe))}
+    unknown = sorted(set(equal_steps) - set(named))
+    if unknown:
+        raise UserError(f"equal_steps names no rung's recipe: {', '.join(unknown)}",
+                        f"use one of: {', '.join(sorted(k for k, r in named.items() if not r.speed))}")
+    speed = sorted(k for k in equal_steps if named[k].speed)
+    if speed:
+        raise UserError(f"{', '.join(speed)} is a speed rung: it is judged by tokens/s and the steps it buys, not at "
+                        "equal steps", "leave it out of equal_steps")
+
+
+def parse_equal_steps(items: list[str], root: str | Path, profile: str) -> dict[str, EqualSteps]:
+    """`--equal-steps` items, `RUNG=SWEEP:VARIANT` or `RUNG=SWEEP:VARIANT:removes` (RUNG: a rung's recipe; SWEEP: a
+    sweep's name, its newest record in ROOT/PROFILE/sweeps/ is read; `removes`: the variant is the base without the
+    change) -> `ladder_rows`'s `equal_steps`, each measured once so that a bad one fails before anything trains.
+    UserError (one line) for a malformed item, a sweep not found, or what `EqualSteps.measure` refuses."""
+    from .sweep import newest_sweep
+
+    out: dict[str, EqualSteps] = {}
+    for item in items:
+        key, eq, rest = item.partition("=")
+        parts = rest.split(":")
+        if not eq or not key or len(parts) not in (2, 3) or not all(parts[:2]) or parts[2:] not in ([], ["removes"]):
+            raise UserError(f"--equal-steps {item!r} is not RUNG=SWEEP:VARIANT[:removes]",
+                            "pass e.g. --equal-steps ngram=ablation-final-420:bigram:removes")
+        sweep = newest_sweep(root, profile, parts[0])
+        if sweep is None:
+            raise UserError(f"no sweep record named {parts[0]!r} in {Path(root) / profile / 'sweeps'}",
+                            "run the sweep first (frontier.study.sweep.run_sweep), or name one that is there")
+        out[key] = EqualSteps(sweep, parts[1], removes=parts[2:] == ["removes"])
+        out[key].measure()
+    check_equal_steps_keys(out)
+    return out
+
+
+def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualSteps] | None = None) -> list[dict]:
+    """One row per rung (`LADDER`), judged by `compare.RULE`.
+
+    Every measured row: the mean, spread and count of val_bpb, each seed's value and steps (`steps`: their mean,
+    `steps_each`), `tokens_per_s` (mean over seeds), the `clock` its runs ran under, and, against the nearest
+    measured rung below that its recipe is built on (`over`; a rung whose change was not kept is skipped), the bpb
+    `gain` paired by seed (that rung's mean minus this one's, so positive is better) and the steps that rung took
+    (`over_steps`, `over_steps_each`); `total` likewise against the baseline (a difference, not a test).
+
+    A speed rung (`kind` "speed") adds `over_tokens_per_s`, `speed_ratio`, `steps_bought` and a `verdict` about
+    speed (`speed_verdict`); its `p` is None: no bpb test. A learning rung (`kind` "learning") adds `p` (the paired
+    t-test at equal budget), `budget_verdict` (`compare.judge`), `trades_steps`, `equal_steps` (where given:
+    `EqualSteps.measure()`), and `kept` and `verdict` by `compare.keep` (`rule_verdict`).
+
+    `equal_steps` maps a rung's recipe (as `LADDER` names it, or the recipe it resolves to) to its `EqualSteps`;
+    see the module's docstring for the final ladder's call. A rung without a recipe, or without runs, is a row
+    with its reason."""
+    equal_steps = dict(equal_steps or {})
+    check_equal_steps_keys(equal_steps)
     rows, measured, base = [], [], None
     for rung in LADDER:
         recs = results.get(rung.recipe or "", [])
         name = recipe_name(rung.recipe) if rung.recipe else "-"
-        row = {"rung": rung.name, "recipe": name, "chapter": rung.chapter, "change": rung.change}
+        row = {"rung": rung.name, "recipe": name, "chapter": rung.chapter, "change": rung.change,
+               "kind": "speed" if rung.speed else "learning"}
         if not recs:
             rows.append({**row, "note": rung.why_none or "not run"})
             continue
@@ -107,22 +287,143 @@ def ladder_rows(results: dict[str, list[dict]]) -> list[dict]:
             row["note"] = f"the same recipe as the {same[0]} rung"
         # the gain over the nearest rung below whose recipe this one is built on (a rung not kept is skipped)
         line = ancestors(rung.recipe)
-        below = next((m[2] for m in reversed(measured) if m[1] in line), None)
+        below = next((m for m in reversed(measured) if m[1] in line), None)
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds),
-                   steps=sum(r["steps"] for r in recs) / len(recs),
+                   steps=sum(r["steps"] for r in recs) / len(recs), steps_each=[r["steps"] for r in recs],
+                   tokens_per_s=_mean_tokens_per_s(recs), clock=_clock(recs),
                    runs=[repo_path(r.get("run_dir", "")) for r in recs],
                    code=sorted({short_code(r.get("code")) for r in recs}))
-        for key, other in (("gain", below), ("total", base)):
-            if other is None:
-                continue
+        if below is not None:
+            other, other_recs = below[2], below[3]
             d = paired_test(other, g)
-            row[key] = -d.delta
-            if key == "gain":
-                row.update(gain_std=d.diff_std, p=d.p, verdict=d.verdict, over=other.name)
+            row.update(gain=-d.delta, gain_std=d.diff_std, over=other.name,
+                       over_steps=mean(r["steps"] for r in other_recs), over_steps_each=[r["steps"] for r in other_recs])
+            if rung.speed:
+                theirs = _mean_tokens_per_s(other_recs)
+                ratio = row["tokens_per_s"] / theirs if row["tokens_per_s"] and theirs else None
+                bought = row["steps"] - row["over_steps"]
+                row.update(p=None, over_tokens_per_s=theirs, speed_ratio=ratio, steps_bought=bought,
+                           verdict=speed_verdict(bought, ratio, _clock(recs + other_recs)))
+            else:
+                at_budget = (-d.delta, d.p, d.pairs)
+                evidence = equal_steps.get(rung.recipe) or equal_steps.get(name)
+                at_steps = evidence.measure() if evidence is not None else None
+                trades = trades_steps(name, other.name)
+                row.update(p=d.p, budget_verdict=judge(*at_budget), trades_steps=trades)
+                if at_steps is not None:
+                    row["equal_steps"] = at_steps
+                row["kept"], row["verdict"] = rule_verdict(at_steps, at_budget, trades)
+        if base is not None:
+            row["total"] = -paired_test(base, g).delta
         rows.append(row)
-        measured.append((rung.name, name, g))
+        measured.append((rung.name, name, g, recs))
         base = base or g
     return rows
+
+
+def _rung_of(row: dict) -> Rung | None:
+    return next((r for r in LADDER if r.name == row.get("rung")), None)
+
+
+def judged_rows(rows: list[dict]) -> list[dict]:
+    """The rows as the rule presents them. A row of a ladder record written before speed and learning rungs were
+    told apart (no `kind`) gets its kind from its rung in `LADDER`; a speed row there its steps bought from the mean
+    steps it kept (its tokens/s were not kept) and no p; a learning row its verdict by the rule from the gain, p and
+    seeds it kept (equal steps not measured). A current row is returned as it is."""
+    by = {r["recipe"]: r for r in rows if "mean" in r}
+    out = []
+    for r in rows:
+        if "kind" in r:
+            out.append(r)
+            continue
+        rung = _rung_of(r)
+        r = {**r, "kind": "speed" if rung is not None and rung.speed else "learning"}
+        if "gain" in r:
+            other = by.get(r.get("over"), {})
+            r["over_steps"] = other.get("steps")
+            if r["kind"] == "speed":
+                bought = r["steps"] - other["steps"] if "steps" in r and "steps" in other else None
+                r.update(p=None, steps_bought=bought, verdict=speed_verdict(bought, None))
+            else:
+                at_budget = (r["gain"], r.get("p"), r["n"])
+                trades = trades_steps(r["recipe"], r["over"])
+                r.update(budget_verdict=judge(*at_budget), trades_steps=trades)
+                r["kept"], r["verdict"] = rule_verdict(None, at_budget, trades)
+        out.append(r)
+    return out
+
+
+def steps_span(each: list[int] | None, mean_steps: float | None = None) -> str:
+    """'400 steps', '408-430 steps'; for a row of an older record that kept only the mean, 'mean 233 steps'."""
+    if each:
+        lo, hi = min(each), max(each)
+        return f"{lo:,} steps" if lo == hi else f"{lo:,}-{hi:,} steps"
+    return "steps not recorded" if mean_steps is None else f"mean {mean_steps:,.0f} steps"
+
+
+def steps_cell(each: list[int] | None, mean_steps: float | None = None) -> str:
+    """The steps a rung trained as mean (range): '419 (408-430)', '400', or 'mean 233' where only the mean was kept."""
+    if not each:
+        return "-" if mean_steps is None else f"mean {mean_steps:,.0f}"
+    lo, hi = min(each), max(each)
+    return f"{lo:,}" if lo == hi else f"{mean(each):,.0f} ({lo:,}-{hi:,})"
+
+
+def bpb_cell(row: dict) -> str:
+    """A measured row's val_bpb with its seeds and steps, as `frontier.study.report.bpb_group` prints a group:
+    '1.7065 ± 0.0040 (3 seeds, 408-430 steps)'."""
+    if row.get("steps_each"):
+        return bpb_group([{"val_bpb": v, "steps": s} for v, s in zip(row["values"], row["steps_each"])])
+    spread = f" ± {row['std']:.4f}" if row["n"] > 1 else ""
+    return f"{row['mean']:.4f}{spread} ({_seeds(row['n'])}, {steps_span(None, row.get('steps'))})"
+
+
+def _seeds(n: int) -> str:
+    return f"{n} seed{'s' if n != 1 else ''}"
+
+
+def _p(p) -> str:
+    return f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+
+
+def tokens_cell(row: dict) -> str:
+    """tokens/s: a speed rung's beside the rung below's, with their ratio; another rung's own (mean over seeds)."""
+    if row.get("kind") == "speed" and "gain" in row:
+        if not row.get("speed_ratio"):
+            return "not in this record" if not row.get("tokens_per_s") else f"{row['tokens_per_s']:,.0f}"
+        return f"{row['tokens_per_s']:,.0f} vs {row['over_tokens_per_s']:,.0f} `{row['over']}` (x{row['speed_ratio']:.2f})"
+    return f"{row['tokens_per_s']:,.0f}" if row.get("tokens_per_s") else ""
+
+
+def equal_steps_cell(row: dict) -> str:
+    """A learning rung's gain at equal steps from its sweep: '+0.0020, p = 0.023 (3 seeds, 420 steps: `ema` over
+    `ngram`, sweep ablation-final-420)'; 'not measured' without one; empty for other rows."""
+    e = row.get("equal_steps")
+    if e:
+        return (f"{e['gain']:+.4f}{_p(e['p'])} ({_seeds(e['seeds'])}, {steps_span(e.get('steps_seen'), e['steps'])}: "
+                f"`{e['with']}` over `{e['without']}`, sweep {e['sweep']})")
+    return "not measured" if row.get("kind") == "learning" and "gain" in row else ""
+
+
+def budget_cell(row: dict) -> str:
+    """A rung's gain at equal budget over the rung it is built on, paired by seed, with the steps each took; a speed
+    rung's says its bpb is not tested."""
+    if "gain" not in row:
+        return ""
+    steps = (f"{steps_cell(row.get('steps_each'), row.get('steps'))} vs "
+             f"{steps_cell(row.get('over_steps_each'), row.get('over_steps'))} steps")
+    if row.get("kind") == "speed":
+        return f"{row['gain']:+.4f} over `{row['over']}`, not tested (a speed rung); {steps}"
+    return f"{row['gain']:+.4f}{_p(row.get('p'))} over `{row['over']}` ({_seeds(row['n'])}; {steps})"
+
+
+def display_row(row: dict) -> dict:
+    """One judged row (`judged_rows`) as the tables print it: every cell a string."""
+    if "mean" not in row:
+        return {"rung": row["rung"], "recipe": row["recipe"], "bpb": "not measured here", "note": row.get("note", "")}
+    return {"rung": row["rung"], "recipe": row["recipe"], "bpb": bpb_cell(row), "tokens": tokens_cell(row),
+            "equal_steps": equal_steps_cell(row), "budget": budget_cell(row), "verdict": row.get("verdict", ""),
+            "total": "" if "total" not in row else f"{row['total']:+.4f}", "note": row.get("note", "")}
 
 
 def repo_path(path) -> str:
@@ -144,24 +445,32 @@ def ancestors(recipe: str) -> list[str]:
 
 
 def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
-    """val_bpb per rung (mean with the seeds' spread as error bars, every seed as a dot) and each rung's gain
-    over the one below with its verdict (a gain from one seed, which has no spread, is labelled "one seed"). Where
+    """val_bpb per rung (mean with the seeds' spread as error bars, every seed as a dot; each rung's steps under its
+    name) and each rung's gain over the one below it is built on. A learning rung's bar is its gain at equal budget,
+    beside it (hatched) its gain at equal steps where a sweep measured one, coloured by the rule's verdict (green
+    kept, red dropped, grey undecided); a gain from one seed, which has no spread, is labelled "one seed". A speed
+    rung's bar (blue) is labelled with its tokens/s ratio and the steps it buys: it is not tested on bpb. Where
     `writeup`, the write-up's Trn2 endpoints are drawn in a panel of their own, on their own axis: never on ours
-    (a second axis scaled to overlay them would make any two lines look alike)."""
+    (a second axis scaled to overlay them would make any two lines look alike). Rows of older ladder records are
+    drawn as `judged_rows` presents them."""
+    from matplotlib.patches import Patch
+
     from ..figures import new_figure
 
+    rows = judged_rows(rows)
     measured = [r for r in rows if "mean" in r]
     if writeup:
-        fig, (ax, ax_theirs, ax_gain) = new_figure(12.5, 3.9, ncols=3, width_ratios=(4, 1.2, 4))
+        fig, (ax, ax_theirs, ax_gain) = new_figure(13.5, 4.4, ncols=3, width_ratios=(4, 1.2, 4.6))
     else:
-        fig, (ax, ax_gain) = new_figure(10.5, 3.9, ncols=2)
+        fig, (ax, ax_gain) = new_figure(11.5, 4.4, ncols=2)
     xs = range(len(measured))
     one_seed = all(r["n"] == 1 for r in measured)
     ax.errorbar(xs, [r["mean"] for r in measured], yerr=[0 if r["std"] != r["std"] else r["std"] for r in measured],
                 fmt="o-", capsize=4, color="C0", label="ours, one seed" if one_seed else "ours (mean ± std over seeds)")
     for x, r in zip(xs, measured):
         ax.scatter([x] * r["n"], r["values"], s=10, color="C0", alpha=0.45)
-    ax.set_xticks(list(xs), [r["rung"] for r in measured], rotation=30, ha="right")
+    ax.set_xticks(list(xs), [f"{r['rung']}\n{steps_span(r.get('steps_each'), r.get('steps'))}" for r in measured],
+                  rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("val_bpb (lower is better)")
     ax.set_title(title or "the ladder")
     ax.grid(alpha=0.3)
@@ -178,30 +487,60 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
         ax_theirs.set_title("the write-up's\nendpoints (quoted)", fontsize=10)
         ax_theirs.grid(alpha=0.3)
     gains = [r for r in measured if "gain" in r]
-    colors = ["C2" if str(r.get("verdict", "")).startswith("better") else
-              "C3" if str(r.get("verdict", "")).startswith("worse") else "0.6" for r in gains]
-    spread = [None if r.get("n", 0) < 2 or r.get("gain_std") != r.get("gain_std") else r.get("gain_std")
-              for r in gains]
-    ax_gain.bar(range(len(gains)), [r["gain"] for r in gains], color=colors, capsize=4,
-                yerr=None if all(s is None for s in spread) else [float("nan") if s is None else s for s in spread])
-    ax_gain.margins(y=0.12)
-    for i, (r, s) in enumerate(zip(gains, spread)):
-        if s is None:
-            ax_gain.annotate("one seed", (i, r["gain"]), textcoords="offset points",
-                             xytext=(0, 3 if r["gain"] >= 0 else -3), ha="center",
-                             va="bottom" if r["gain"] >= 0 else "top", fontsize=7)
+    any_steps = any(r.get("equal_steps") for r in gains)
+    for i, r in enumerate(gains):
+        spread = None if r.get("n", 0) < 2 or r.get("gain_std") != r.get("gain_std") else r.get("gain_std")
+        up = r["gain"] >= 0
+        if r["kind"] == "speed":
+            ax_gain.bar([i], [r["gain"]], width=0.6, color="C0", alpha=0.6, yerr=None if spread is None else [spread],
+                        capsize=4)
+            ratio = f"x{r['speed_ratio']:.2f} tokens/s" if r.get("speed_ratio") else "tokens/s not recorded"
+            bought = "" if r.get("steps_bought") is None else f"\n{r['steps_bought']:+,.0f} steps"
+            ax_gain.annotate(ratio + bought, (i, _bar_end(r["gain"], spread)), textcoords="offset points",
+                             xytext=(0, 3 if up else -3),
+                             ha="center", va="bottom" if up else "top", fontsize=7)
+            continue
+        color = {True: "C2", False: "C3"}.get(r.get("kept"), "0.6")
+        e = r.get("equal_steps")
+        x = i - 0.2 if e else i
+        ax_gain.bar([x], [r["gain"]], width=0.4 if e else 0.6, color=color, capsize=4,
+                    yerr=None if spread is None else [spread])
+        if spread is None:
+            ax_gain.annotate("one seed", (x, r["gain"]), textcoords="offset points", xytext=(0, 3 if up else -3),
+                             ha="center", va="bottom" if up else "top", fontsize=7)
+        if e:
+            sd = e.get("diff_std")
+            ax_gain.bar([i + 0.2], [e["gain"]], width=0.4, color=color, alpha=0.55, hatch="//", edgecolor="k",
+                        capsize=4, yerr=None if sd is None or sd != sd else [sd])
+            ax_gain.annotate(f"{e['steps']:,} steps", (i + 0.2, _bar_end(e["gain"], sd)), textcoords="offset points",
+                             xytext=(0, 3 if e["gain"] >= 0 else -3), ha="center",
+                             va="bottom" if e["gain"] >= 0 else "top", fontsize=7)
+    ax_gain.margins(y=0.15)
     ax_gain.axhline(0, color="k", lw=0.8)
-    ax_gain.set_xticks(range(len(gains)), [r["rung"] for r in gains], rotation=30, ha="right")
+    ax_gain.set_xticks(range(len(gains)), [f"{r['rung']}\n{steps_span(r.get('steps_each'), r.get('steps'))}"
+                                           for r in gains], rotation=30, ha="right", fontsize=8)
     ax_gain.set_ylabel("gain over the rung it is built on (bpb)")
-    ax_gain.set_title("gain per rung (green: beyond the noise,\ngrey: inside it, red: worse)", fontsize=10)
+    ax_gain.set_title("gain per rung at equal budget (green: kept by the rule,\nred: dropped, grey: undecided; "
+                      "blue: a speed rung, not tested)", fontsize=9)
     ax_gain.grid(alpha=0.3, axis="y")
+    if any_steps:
+        ax_gain.legend(handles=[Patch(facecolor="0.6", label="at equal budget (this ladder)"),
+                                Patch(facecolor="0.6", alpha=0.55, hatch="//", edgecolor="k",
+                                      label="at equal steps (sweep)")], fontsize=7, loc="best")
     return fig
+
+
+def _bar_end(value: float, spread: float | None) -> float:
+    """Where a bar's label goes: past the end of its error bar, so the two do not overlap."""
+    if spread is None or spread != spread:
+        return value
+    return value + spread if value >= 0 else value - spread
 
 
 def write_ladder_record(rows: list[dict], profile: str, corpus: str, root: str | Path = "runs",
                         extra: dict | None = None) -> Path:
     """Keep the table as a record of its own, `ROOT/PROFILE/ladder/CORPUS-YYYYmmdd-HHMMSS.json`, beside the runs it
-    summarises (never over an older one)."""
+    summarises (never over an older one), with the rule its rungs were judged by."""
     folder = Path(root) / profile / "ladder"
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -210,8 +549,9 @@ def write_ladder_record(rows: list[dict], profile: str, corpus: str, root: str |
     while path.exists():
         path, n = folder / f"{corpus}-{stamp}-{n}.json", n + 1
     rec = {"kind": LADDER_KIND, "profile": profile, "corpus": corpus, "rows": rows,
-           "rungs": [asdict(r) for r in LADDER], "writeup_trn2": WRITEUP_TRN2, "code": records.code_version(),
-           "hardware": records.hardware(), "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})}
+           "rungs": [asdict(r) for r in LADDER], "rule": RULE, "writeup_trn2": WRITEUP_TRN2,
+           "code": records.code_version(), "hardware": records.hardware(),
+           "created": time.strftime("%Y-%m-%dT%H:%M:%S"), **(extra or {})}
     return records.write_json(path, rec)
 
 
@@ -228,16 +568,17 @@ def latest_ladder_record(profile: str, corpus: str = "embedded", root: str | Pat
     return {**json.loads(found[-1].read_text()), "path": str(found[-1])} if found else None
 
 
-LADDER_COLUMNS = {"rung": "rung", "recipe": "recipe", "n": "seeds", "mean": "val_bpb (mean)", "std": "std",
-                  "over": "built on", "gain": "gain over it", "p": "p (paired)", "verdict": "verdict", "total": "gain over baseline",
-                  "note": "note"}
+LADDER_COLUMNS = {"rung": "rung", "recipe": "recipe", "bpb": "val_bpb (mean ± std, seeds, steps)",
+                  "tokens": "tokens/s", "equal_steps": "gain at equal steps (sweep, paired by seed)",
+                  "budget": "gain at equal budget over the rung it is built on (paired by seed)",
+                  "verdict": "verdict (the rule)", "total": "over baseline", "note": "note"}
 
 
 def format_ladder(rows: list[dict]) -> str:
-    """The ladder as a Markdown table (`LADDER_COLUMNS`)."""
+    """The ladder as a Markdown table (`LADDER_COLUMNS`, cells from `display_row`), rows of older records too."""
     from .report import markdown_table
 
-    return markdown_table(rows, LADDER_COLUMNS, {"n": "d", "p": ".3f"})
+    return markdown_table([display_row(r) for r in judged_rows(rows)], LADDER_COLUMNS)
 
 
 README_BEGIN = "<!-- ladder table: generated from {path} by frontier.study.ladder.readme_table; do not edit by hand -->"
@@ -251,20 +592,22 @@ def plain_verdict(verdict: str) -> str:
 
 
 def readme_table(record: dict) -> str:
-    """The ladder record as the README shows it: one row per rung, ours with spread and verdict, the write-up's
-    endpoints beside (quoted), between markers naming the record (tests/test_ladder.py checks the README holds
-    exactly this for the record it names)."""
+    """The ladder record as the README shows it: one row per rung, ours with its seeds and steps, tokens/s, the gain
+    at equal steps (where the record has one) and at equal budget, the rule's verdict, the write-up's endpoints
+    beside (quoted), between markers naming the record (tests/test_ladder.py checks the README holds exactly this
+    for the record it names). An older record's rows are presented by `judged_rows`."""
     w = record["writeup_trn2"]
     theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
     lines = [README_BEGIN.format(path=repo_path(record["path"])),
-             "| rung | recipe | val_bpb here (mean ± std, seeds) | gain over the rung it is built on (paired by seed) | "
-             "the write-up's (Trn2) |", "|---|---|---|---|---|"]
-    for r in record["rows"]:
+             "| rung | recipe | val_bpb here (mean ± std, seeds, steps) | tokens/s | gain at equal steps (sweep, "
+             "paired by seed) | gain at equal budget over the rung it is built on (paired by seed) | verdict "
+             "(`frontier.study.compare.RULE`) | the write-up's (Trn2) |", "|---|---|---|---|---|---|---|---|"]
+    for r in judged_rows(record["rows"]):
+        d = display_row(r)
         if "mean" not in r:
-            ours, gain = "not measured here", r.get("note", "")
+            cells = [d["bpb"], "", "", d["note"], ""]
         else:
-            ours = (f"{r['mean']:.4f} ± {r['std']:.4f} ({r['n']})" if r["n"] > 1 else f"{r['mean']:.4f} (1)")
-            gain = "" if "gain" not in r else f"{r['gain']:+.4f} over `{r['over']}`, {plain_verdict(r['verdict'])}" + (
-                f" (p = {r['p']:.3f})" if r.get("p") == r.get("p") and r.get("p") is not None else "")
-        lines.append(f"| {r['rung']} | `{r['recipe']}` | {ours} | {gain} | {theirs.get(r['rung'], '')} |")
+            cells = [d["bpb"], d["tokens"], d["equal_steps"], d["budget"], d["verdict"]]
+        cells = [c.replace("|", "\\|") for c in cells]
+        lines.append(f"| {r['rung']} | `{r['recipe']}` | " + " | ".join(cells) + f" | {theirs.get(r['rung'], '')} |")
     return "\n".join(lines + [README_END])
