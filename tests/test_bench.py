@@ -30,9 +30,11 @@ def test_bench_alternates_and_reports_ratio_and_memory(smoke_data, tmp_path):
         load = rec["load"][when]
         assert load["cores"] >= 1 and (load["load_1m"] is None or load["load_1m"] >= 0), load
     busy = {**rec, "load": {"rounds_start": {"load_1m": 5.0, "cores": 2}, "rounds_end": {"load_1m": 1.0, "cores": 2}}}
-    assert format_bench(busy).splitlines()[-1] == ("machine load (1-minute average): 5.00 at the first round, 1.00 "
-                                                   "after the last, on 2 cores; more than its cores: other work shared "
-                                                   "them, and the rounds scatter")
+    assert format_bench(busy).splitlines()[-1] == ("machine load (1-minute average, the bench's own threads included): "
+                                                   "5.00 at the first round, 1.00 after the last, on 2 cores; more than "
+                                                   "a core above them: other work shared the cores")
+    quiet = {**rec, "load": {"rounds_start": {"load_1m": 2.8, "cores": 2}, "rounds_end": {"load_1m": 2.1, "cores": 2}}}
+    assert format_bench(quiet).splitlines()[-1].endswith("on 2 cores")
     rows = rec["rows"]
     assert [r["recipe"] for r in rows] == ["baseline", "baseline"]
     base = statistics.median(rows[0]["samples"])
