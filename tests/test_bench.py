@@ -26,6 +26,15 @@ def test_bench_alternates_and_reports_ratio_and_memory(smoke_data, tmp_path):
                     data=str(smoke_data.folder), log=lambda m: None, out=tmp_path)
     rec = load_bench_record(res["path"])
     assert rec["path"] == res["path"] and RECORD_KEYS <= rec.keys() and rec["kind"] == "bench"
+    for when in ("rounds_start", "rounds_end"):  # the machine's load beside the rounds it may have scattered
+        load = rec["load"][when]
+        assert load["cores"] >= 1 and (load["load_1m"] is None or load["load_1m"] >= 0), load
+    busy = {**rec, "load": {"rounds_start": {"load_1m": 5.0, "cores": 2}, "rounds_end": {"load_1m": 1.0, "cores": 2}}}
+    assert format_bench(busy).splitlines()[-1] == ("machine load (1-minute average, the bench's own threads included): "
+                                                   "5.00 at the first round, 1.00 after the last, on 2 cores; more than "
+                                                   "a core above them: other work shared the cores")
+    quiet = {**rec, "load": {"rounds_start": {"load_1m": 2.8, "cores": 2}, "rounds_end": {"load_1m": 2.1, "cores": 2}}}
+    assert format_bench(quiet).splitlines()[-1].endswith("on 2 cores")
     rows = rec["rows"]
     assert [r["recipe"] for r in rows] == ["baseline", "baseline"]
     base = statistics.median(rows[0]["samples"])

@@ -231,3 +231,54 @@ def test_runs_on_other_process_counts_are_other_groups():
     groups, _ = compare(one + [dict(one[0], world_size=1, seed=5)] + two)
     assert [g.n for g in groups] == [3, 2]
     assert len({g.name for g in groups}) == 2
+
+
+def bench_of(parent_samples, variant_samples, parent="baseline", variant="compile"):
+    from statistics import median
+
+    return {"rows": [{"recipe": r, "samples": list(s), "tokens_per_s_median": median(s)}
+                     for r, s in ((parent, parent_samples), (variant, variant_samples))]}
+
+
+def test_judge_speed_keeps_a_change_faster_in_every_round_that_buys_steps():
+    from frontier.study.compare import judge_speed
+
+    bench = bench_of([100, 110, 90, 105, 100], [120, 121, 100, 110, 130])
+    j = judge_speed(bench, "baseline", "compile",
+                    [rec("baseline", i, steps=s, clock="reference") for i, s in enumerate([200, 210, 220])],
+                    [rec("compile", i, recipe="compile", steps=s, clock="reference")
+                     for i, s in enumerate([230, 250, 240])])
+    assert j.bench == "faster" and j.kept is True
+    assert j.round_ratios[1] == pytest.approx(121 / 110) and j.ratio == pytest.approx(120 / 100)
+    assert j.steps == ((0, 200, 230), (1, 210, 250), (2, 220, 240)) and j.steps_gain == pytest.approx(30)
+    assert j.steps_ratio == pytest.approx(720 / 630)
+    assert j.verdict.endswith("+30 steps a seed in the same budget under the reference clock "
+                              "(+20 to +40, +14% in all, 3 seeds): kept")
+    assert j.short == "faster in every bench round and +30 steps a seed in the same budget (+20 to +40): kept"
+
+
+def test_judge_speed_drops_overlapping_or_slower_rounds_and_screens_short_benches():
+    from frontier.study.compare import MIN_ROUNDS, judge_speed
+
+    overlap = judge_speed(bench_of([100, 100, 100, 100, 100], [120, 90, 120, 120, 120]), "baseline", "compile")
+    assert overlap.bench == "inside the spread" and overlap.kept is False and overlap.steps_gain is None
+    slower = judge_speed(bench_of([100] * 5, [90] * 5), "baseline", "compile")
+    assert slower.bench == "slower" and slower.kept is False and slower.short.endswith("dropped")
+    short = judge_speed(bench_of([100] * (MIN_ROUNDS - 1), [200] * (MIN_ROUNDS - 1)), "baseline", "compile")
+    assert short.kept is None and short.bench.startswith("screen only") and short.short.endswith("undecided")
+
+
+def test_judge_speed_does_not_keep_a_bench_gain_the_runs_contradict():
+    from frontier.study.compare import judge_speed
+
+    j = judge_speed(bench_of([100] * 5, [120] * 5), "baseline", "compile",
+                    [rec("baseline", i, steps=250) for i in range(3)],
+                    [rec("compile", i, recipe="compile", steps=240) for i in range(3)])
+    assert j.bench == "faster" and j.kept is None and "disagree" in j.verdict
+
+
+def test_judge_speed_names_a_missing_row():
+    from frontier.study.compare import judge_speed
+
+    with pytest.raises(UserError, match="no row for compile-opt"):
+        judge_speed(bench_of([100] * 5, [120] * 5), "baseline", "compile-opt")

@@ -40,6 +40,26 @@ def test_recompile_after_warmup_warns_and_strict_raises():
         strict.after_step(4)
 
 
+def test_a_cold_bench_compiles_again_what_this_process_compiled_before():
+    """`cold_compile_caches` (the bench's `cold=True`) times a compile from scratch: a graph this process compiled
+    earlier (a replayed run, an earlier bench) is compiled again, not reused from memory."""
+    from frontier.study.bench import cold_compile_caches
+
+    compiled = []
+
+    def backend(gm, example_inputs):  # counts the graphs handed to it: a compile, not a reuse
+        compiled.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    torch.compile(_fn, backend=backend, dynamic=False)(torch.randn(4))
+    torch.compile(_fn, backend=backend, dynamic=False)(torch.randn(4))
+    assert len(compiled) == 1  # warm: the same code object's graph is reused from memory
+    with cold_compile_caches():
+        torch.compile(_fn, backend=backend, dynamic=False)(torch.randn(4))
+    assert len(compiled) == 2  # compiled again
+
+
 STEPS = 15
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from ..kernels import IMPLEMENTATIONS, calls, reset_calls
 from ..profiles import get_profile
 from ..recipes import resolve
 from ..train import distributed
-from ..train.compile import CompileWatch
+from ..train.compile import CompileWatch, fresh_compile
 from ..train.ema import WeightEMA
 from ..train.trainer import Training, setup_training, train_step
 
@@ -111,10 +112,13 @@ def peak_memory_child(recipe: str, profile: str, data: str, steps: int = 3, kern
 
 @contextmanager
 def cold_compile_caches():
-    """Turn off Inductor's and AOTAutograd's on-disk caches, so a compile is timed from scratch."""
+    """Turn off Inductor's and AOTAutograd's on-disk caches, and forget this process's earlier compiles
+    (`fresh_compile`: a notebook that replayed a compiled run, or benched it before, holds its graph in memory), so
+    a compile is timed from scratch."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
 
+    fresh_compile()
     saved = inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache
     inductor_config.fx_graph_cache, functorch_config.enable_autograd_cache = False, False
     try:
@@ -193,6 +197,17 @@ def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps
             "jobs": jobs}
 
 
+def machine_load() -> dict:
+    """The machine's run-queue load averages over 1, 5 and 15 minutes (`os.getloadavg`; None where there are none)
+    and its core count: a bench is side by side, so load touches both recipes alike, but a load above the cores
+    makes every round's tokens/s scatter, and a reader should see it."""
+    try:
+        one, five, fifteen = os.getloadavg()
+    except (OSError, AttributeError):
+        return {"load_1m": None, "load_5m": None, "load_15m": None, "cores": os.cpu_count()}
+    return {"load_1m": round(one, 2), "load_5m": round(five, 2), "load_15m": round(fifteen, 2), "cores": os.cpu_count()}
+
+
 def summarise(recipes: list[str], samples: list[list[float]], step_ms: list[list[float]]) -> list[dict]:
     """The derived figures of a bench from its rounds: per recipe the min, median and max of its tokens/s
     `samples`, `ratio` = its median / the first recipe's median, and the median of its `step_ms`."""
@@ -233,6 +248,7 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
         entries.append(e)
         log(f"bench: {r} warmed up ({n_warm} steps, first step {e.first_step_s:.2f}s)")
     tokens = None
+    load_start = machine_load()
     for _ in range(repeats):
         for e in entries:
             if dev.kind == "cuda":
@@ -262,6 +278,7 @@ def _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, mem
                    kernel_calls=e.kernel_calls)
     return {"profile": prof.name, "device": dev.describe(), "steps": steps, "repeats": repeats,
             "tokens_per_step": tokens, "rows": rows, "hardware": records.hardware(dev.device),
+            "load": {"rounds_start": load_start, "rounds_end": machine_load()},
             "world_size": dist.world_size, "distributed": dist.describe(prof.batch_size)}
 
 
@@ -278,4 +295,12 @@ def format_bench(result: dict) -> str:
         lines.append(f"{name:<16}{r['tokens_per_s_min']:>11,.0f}{r['tokens_per_s_median']:>10,.0f}"
                      f"{r['tokens_per_s_max']:>10,.0f}{r['ratio']:>7.2f}x{r['step_ms_median']:>9.1f}{peak:>10}"
                      f"{r['first_step_s']:>14.2f}")
+    load = result.get("load") or {}
+    start, end = load.get("rounds_start") or {}, load.get("rounds_end") or {}
+    if start.get("load_1m") is not None and end.get("load_1m") is not None:
+        # the bench's own threads count in the average (up to a core each), and the average trails by a minute
+        busy = max(start["load_1m"], end["load_1m"]) > start["cores"] + 1
+        lines.append(f"machine load (1-minute average, the bench's own threads included): {start['load_1m']:.2f} at "
+                     f"the first round, {end['load_1m']:.2f} after the last, on {start['cores']} cores"
+                     + ("; more than a core above them: other work shared the cores" if busy else ""))
     return "\n".join(lines)

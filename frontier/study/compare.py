@@ -49,7 +49,8 @@ NOISE_RULE = (
     "than any comparison between runs."
 )
 
-# The one rule every rung, sweep and ablation is judged by (chapter 05 explains it; `judge` and `keep` apply it).
+# The one rule every rung, sweep and ablation is judged by (chapter 05 explains it; `judge` and `keep` apply it to a
+# learning change, `judge_speed` to a speed change).
 RULE = (
     "A speed change (the same arithmetic: compile, kernels, the sparse update) is judged by a side-by-side bench "
     "(tokens/s, rounds interleaved in one process) and by the steps it buys under the reference clock; no bpb test. "
@@ -107,6 +108,97 @@ def _budget_stage(at_budget: tuple[float, float | None, int], alpha: float) -> t
     gain, p, n = at_budget
     shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
     return judge(gain, p, n, alpha), f"{gain:+.4f}{shown_p}"
+
+
+# A speed change's bench: each round of the variant against the round of its parent next to it in time (the bench
+# alternates them, so a drift of the machine touches both). Faster (or slower) when every round says so: with
+# MIN_ROUNDS rounds a one-sided sign test's p is 0.5 ** 5 = 0.031 < ALPHA.
+MIN_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class SpeedJudgement:
+    """`RULE` for a speed change: its bench against its parent's (`ratio` of median tokens/s, `round_ratios` one
+    per round) and, where there are runs, the steps each seed took under the reference clock (`steps`: (seed,
+    parent's steps, variant's steps) for the seeds both have)."""
+
+    parent: str
+    variant: str
+    ratio: float
+    round_ratios: tuple[float, ...]
+    steps: tuple[tuple[int, int, int], ...]
+    bench: str  # "faster", "slower", "inside the spread" or "screen only (...)"
+    kept: bool | None
+    verdict: str  # the bench's ratio and rounds, the steps, the decision
+    short: str  # the decision and what decided it, in one clause
+
+    @property
+    def steps_gain(self) -> float | None:
+        """The mean over seeds of the variant's steps minus its parent's (None without runs)."""
+        return mean(v - b for _, b, v in self.steps) if self.steps else None
+
+    @property
+    def steps_ratio(self) -> float | None:
+        """The variant's steps over its parent's, summed over the paired seeds (None without runs)."""
+        return sum(v for *_, v in self.steps) / sum(b for _, b, _ in self.steps) if self.steps else None
+
+
+def judge_speed(bench: dict, parent: str, variant: str, parent_runs: list[dict] = (),
+                variant_runs: list[dict] = ()) -> SpeedJudgement:
+    """`RULE` for a speed change (`variant` against `parent`, both recipes of the bench record `bench`): the bench
+    decides (faster when every one of at least `MIN_ROUNDS` rounds is, slower likewise, else inside its spread),
+    and the runs under the reference clock, paired by seed, say how many steps it bought. Kept when faster and
+    the runs took more steps; dropped when slower or inside the spread; undecided when the bench has too few rounds,
+    or says faster while the runs took no more steps (then the machine's speed differed between the runs)."""
+    rows = {r["recipe"]: r for r in bench["rows"]}
+    missing = [r for r in (parent, variant) if r not in rows]
+    if missing:
+        raise UserError(f"the bench record has no row for {', '.join(missing)} (rows: {', '.join(rows)})",
+                        "bench the parent and the variant side by side (`frontier bench PARENT VARIANT`)")
+    a, b = rows[parent], rows[variant]
+    rounds = tuple(y / x for x, y in zip(a["samples"], b["samples"]))
+    ratio = b["tokens_per_s_median"] / a["tokens_per_s_median"]
+    by_seed = {r["seed"]: r["steps"] for r in parent_runs}
+    steps = tuple((r["seed"], by_seed[r["seed"]], r["steps"]) for r in variant_runs if r["seed"] in by_seed)
+    spread = f"rounds {min(rounds):.2f}-{max(rounds):.2f}x"
+    if len(rounds) < MIN_ROUNDS:
+        seen = f"screen only ({len(rounds)} round{'s' if len(rounds) != 1 else ''}; a verdict needs {MIN_ROUNDS})"
+    elif all(r > 1 for r in rounds):
+        seen = "faster"
+    elif all(r < 1 for r in rounds):
+        seen = "slower"
+    else:
+        seen = "inside the spread"
+    bench_part = f"{ratio:.2f}x tokens/s ({spread}, {len(rounds)} interleaved round{'s' if len(rounds) != 1 else ''})"
+    if steps:
+        gain = mean(v - p for _, p, v in steps)
+        clocks = {r.get("clock") or "wall" for r in (*parent_runs, *variant_runs)}
+        clock = f"the {clocks.pop()} clock" if len(clocks) == 1 else "mixed clocks"
+        diffs = [v - p for _, p, v in steps]
+        each = f"{min(diffs):+d} to {max(diffs):+d}, " if len(diffs) > 1 else ""
+        steps_part = (f"{gain:+.0f} steps a seed in the same budget under {clock} ({each}"
+                      f"{sum(v for *_, v in steps) / sum(p for _, p, _ in steps) - 1:+.0%} in all, "
+                      f"{len(steps)} seed{'s' if len(steps) != 1 else ''})")
+    else:
+        gain, steps_part = None, "no runs"
+    if seen.startswith("screen"):
+        kept, short = None, f"{seen}: undecided"
+        verdict = f"{short}; {bench_part}; {steps_part}"
+    elif seen == "faster" and gain is not None and gain <= 0:
+        kept, short = None, "faster in every bench round, but no more steps in the same budget: undecided"
+        verdict = (f"faster in the bench ({bench_part}) but {steps_part}: the runs disagree with the bench "
+                   "(the machine's speed differed between them)")
+    elif seen == "faster":
+        kept = True if gain is not None else None
+        short = (f"faster in every bench round and {gain:+.0f} steps a seed in the same budget"
+                 + (f" ({min(diffs):+d} to {max(diffs):+d})" if len(diffs) > 1 else "") + ": kept" if kept else
+                 "faster in every bench round; the steps it buys are not measured")
+        verdict = f"faster in every round: {bench_part}; {steps_part}" + (": kept" if kept else "")
+    else:
+        kept = False
+        short = f"{'slower in every bench round' if seen == 'slower' else f'inside the bench spread ({spread})'}: dropped"
+        verdict = f"{seen}: {bench_part}; {steps_part}: dropped"
+    return SpeedJudgement(parent, variant, ratio, rounds, steps, seen, kept, verdict, short)
 
 
 # Record fields that can be compared, and whether lower is better (True) or higher is better (False).
