@@ -29,11 +29,13 @@
 # about text and which were about this text. The classical compressors stand beside both.
 #
 # > **Since this chapter's committed execution** (issue 25; cpu profile, 180 s on the reference clock, seeds 0-2
-# > interleaved in one sitting, code `210ca40`): the speed work made a 3 x 128 step fast enough that the budget buys
-# > 714-746 steps, 4.5-4.7 epochs of the embedded corpus, and `ngram-sized` then scores 1.7323 against the
-# > profile's 3 x 192 at 1.7065 (408-430 steps; paired -0.0258, p = 0.047). A size is judged at equal budget, so
-# > `final` now names `ngram`; the outputs below are from the earlier code and the wall clock until this chapter is
-# > re-executed. Records: `runs/cpu/sweeps/sweep-budget-size-20261203-080915.json` and the runs it lists.
+# > interleaved in one sitting, code `884cdf9`): the whole ladder was trained again from one commit, and by the rule
+# > `final` now names `ema`, the n-gram mix with a short weight average over the warm-down (1.7061 ± 0.0064 in
+# > 390-445 steps, against the baseline's 1.8452 ± 0.0073 in 371-404; without the n-gram mix -0.0768, p = 0.013,
+# > without the bigram table -0.0496, p = 0.032, the average +0.0020 at equal steps, p = 0.016). The size 3 x 128
+# > was dropped earlier at equal budget (`runs/cpu/sweeps/sweep-budget-size-20261203-080915.json`). The outputs
+# > below are from the earlier code and the wall clock until this chapter is re-executed. Records:
+# > `runs/cpu/ladder/embedded-20261203-110929.json`, `runs/cpu/sweeps/sweep-ablation-final-budget-20261203-104752.json`.
 
 # %% tags=["parameters"]
 profile = "cpu"

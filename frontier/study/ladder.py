@@ -35,8 +35,9 @@ The equal-steps evidence is handed in explicitly, rung by rung, as rows of a swe
 
 (a variant is named by its sweep row's `name`, else its `recipe`; `frontier ladder --equal-steps
 ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema ...` is the same as a command).
-A key names a rung by its recipe in `LADDER` or the recipe that resolves to: "ngram" also serves the final rung
-while `final` names `ngram`. Every bpb the tables print carries its steps (`bpb_cell`). `write_ladder_record`
+A key names a rung by its recipe in `LADDER` or the recipe that resolves to: "ema" also serves the final rung
+while `final` names `ema`; `ema=within-runs` (`WITHIN_RUNS`) measures a weight average inside its own runs
+(`WithinRuns`: live against declared weights at the same step). Every bpb the tables print carries its steps (`bpb_cell`). `write_ladder_record`
 keeps the table beside the runs (`runs/PROFILE/ladder/CORPUS-TIME.json`), naming every run folder, sweep record
 and the code that made them; the README's table is read from such a record (`readme_table`), and ladder records
 written before this presentation still load and format (`judged_rows` derives what they lack from what they kept).
