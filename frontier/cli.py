@@ -874,7 +874,9 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what was asked for (the launcher passes it on)
     quiet = distributed.env_rank() != 0  # under torchrun, rank 0 speaks for the job (the others raise the same)
     try:
-        return args.func(args)
+        code = args.func(args)
+        distributed.close(wait=True)  # every rank meets before any tears down (no-op outside torchrun)
+        return code
     except UserError as e:
         if not (quiet and getattr(e, "everywhere", False)):
             print(f"error: {e}" if not quiet else f"error: rank {distributed.env_rank()}: {e}", file=sys.stderr)

@@ -548,7 +548,7 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
             sd = e.get("diff_std")
             ax_gain.bar([i + 0.2], [e["gain"]], width=0.4, color=color, alpha=0.55, hatch="//", edgecolor="k",
                         capsize=4, yerr=None if sd is None or sd != sd else [sd])
-            ax_gain.annotate(f"{e['steps']:,} steps", (i + 0.2, _bar_end(e["gain"], sd)), textcoords="offset points",
+            ax_gain.annotate(steps_span(e.get("steps_seen"), e.get("steps")), (i + 0.2, _bar_end(e["gain"], sd)), textcoords="offset points",
                              xytext=(0, 3 if e["gain"] >= 0 else -3), ha="center",
                              va="bottom" if e["gain"] >= 0 else "top", fontsize=7)
     ax_gain.margins(y=0.15)

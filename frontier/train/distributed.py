@@ -319,13 +319,22 @@ def init(device, timeout_s: float | None = None):
     return _CURRENT
 
 
-def close() -> None:
-    """Tear down this process's process group (if `init` built one)."""
+CLOSING_S = 3600.0  # how long a rank that finished waits at the closing barrier for rank 0's evaluation and record
+
+
+def close(wait: bool = False) -> None:
+    """Tear down this process's process group (if `init` built one). `wait` (a command that ended cleanly on every
+    rank): first every rank meets at a barrier on the CPU group, so no rank tears its connections down while rank 0
+    still evaluates and writes the record (a rank that left early was seen to abort in the transport's teardown,
+    "terminate called without an active exception"); the barrier waits up to `CLOSING_S`."""
     global _CURRENT
     if _CURRENT is not None:
         import torch.distributed as dist
 
         if dist.is_initialized():
+            if wait:
+                ctx = _CURRENT[0]
+                dist.monitored_barrier(group=ctx.cpu_group, timeout=timedelta(seconds=CLOSING_S))
             dist.destroy_process_group()
         _CURRENT = None
 
