@@ -530,6 +530,19 @@ def cmd_ladder(a) -> int:
     return 0
 
 
+def cmd_ablate(a) -> int:
+    from .profiles import get_profile
+    from .study.ablation import run_ablation
+    from .study.sweep import format_sweep
+
+    p = get_profile(a.profile)
+    rec = run_ablation(a.recipe, p, seeds=range(a.seeds or p.seeds), steps=a.steps, removes=a.remove or None,
+                       corpus=a.corpus, root=a.root)
+    print(format_sweep(rec))
+    print(f"sweep record: {rec['path']}")
+    return 0
+
+
 def cmd_bench_table(a) -> int:
     import torch
 
@@ -838,6 +851,25 @@ def build_parser() -> argparse.ArgumentParser:
                         "the base without the rung's change); repeatable, e.g. "
                         "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
     s.set_defaults(func=cmd_ladder)
+
+    s = sub.add_parser("ablate", help="leave-one-out: a recipe with each of its learning changes removed in turn",
+                       description="Train or reuse RECIPE and, for each of its learning changes (bigram table, n-gram "
+                                   "mix, weight average, attention gate) and for all of them at once (the baseline), "
+                                   "the recipe without it, for seeds 0..N-1, at --steps N (equal steps) or at the "
+                                   "profile's budget; print each part's paired gain, p and verdict, and keep the "
+                                   "table as a sweep record in ROOT/PROFILE/sweeps/ (ablation-RECIPE-STEPS).")
+    s.add_argument("--recipe", default="final", help="the recipe to take apart (default final)")
+    s.add_argument("--profile", default="cpu", help="profile (default cpu)")
+    s.add_argument("--steps", type=_positive_int, default=None,
+                   help="equal steps: train exactly N steps (default: the profile's budget)")
+    s.add_argument("--remove", action="append", default=[], metavar="PART",
+                   help="only this part (bigram, ngram, average, gate, or all: the baseline); repeatable "
+                        "(default: each part, then all)")
+    s.add_argument("--corpus", default="embedded", choices=CORPORA,
+                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--seeds", type=_positive_int, default=None, help="seeds (default: the profile's)")
+    s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.set_defaults(func=cmd_ablate)
 
     s = sub.add_parser("recipes", help="list the recipes")
     s.set_defaults(func=cmd_recipes)

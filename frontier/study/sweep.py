@@ -8,7 +8,9 @@ budget, on its clock). `run_sweep` trains what it has not got, pairs every varia
 
 A variant names what it changes: model size and other profile fields (`sizes`), optimiser settings (`optim`),
 n-gram settings (`ngram`), or a recipe of its own (`recipe`: a name, or a `Recipe` derived on the fly, e.g. the
-final recipe with a weight average).
+final recipe with a weight average). A variant may also be another score of the base's own runs (`score`: the EMA
+recipe's live weights, `val_bpb_live`, are its parent's trajectory at the same step, so they need no runs of their
+own at equal steps).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from .. import records
 from ..config import EMAConfig
+from ..errors import UserError
 from ..profiles import get_profile
 from ..recipes import Recipe, get_recipe
 from . import experiments
@@ -37,6 +40,7 @@ class Variant:
     optim: dict | None = None
     ngram: dict | None = None
     ema: EMAConfig | None = None
+    score: str = "val_bpb"  # which of its runs' scores it is judged by (`val_bpb_live`: an EMA run's live weights)
 
     @property
     def recipe_name(self) -> str:
@@ -53,29 +57,44 @@ class Variant:
 
     def describe(self) -> dict:
         return {"name": self.name, "recipe": self.recipe_name, "sizes": self.sizes, "optim": self.optim,
-                "ngram": self.ngram, "ema": None if self.ema is None else dataclasses.asdict(self.ema)}
+                "ngram": self.ngram, "ema": None if self.ema is None else dataclasses.asdict(self.ema),
+                "score": self.score}
 
-    def run(self, profile, seed: int, steps: int | None, root, data=None, log=print) -> dict:
-        return experiments.run(self.recipe, profile, seed=seed, root=root, steps=steps, label=self.label(steps),
+    def same_runs(self, other: "Variant") -> bool:
+        """Whether the two variants train the same runs (and differ at most in the score they read)."""
+        return dataclasses.replace(self, name="", score="") == dataclasses.replace(other, name="", score="")
+
+    def run(self, profile, seed: int, steps: int | None, root, data=None, log=print, corpus: str = "embedded") -> dict:
+        label = self.label(steps) if corpus == "embedded" else f"{corpus}/{self.label(steps)}"
+        return experiments.run(self.recipe, profile, seed=seed, root=root, steps=steps, label=label,
                                sizes=self.sizes, ema=self.ema, ngram=self.ngram, optim=self.optim, data=data, log=log)
 
 
 def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", seeds=(0, 1, 2),
-              steps: int | None = None, root: str | Path = "runs", data=None, log=print, write: bool = True) -> dict:
-    """Train or reuse `base` and every variant for `seeds` at `steps` steps (None: the profile's budget), then judge
+              steps: int | None = None, root: str | Path = "runs", data=None, log=print, write: bool = True,
+              corpus: str = "embedded") -> dict:
+    """Train or reuse `base` and every variant for `seeds` at `steps` steps (None: the profile's budget) on `corpus`
+    (`frontier.data.corpus.CORPORA`; another than the embedded one is prepared at the profile's vocabulary and its
+    runs live under ROOT/PROFILE/CORPUS/), then judge
     each variant against the base, paired by seed (`frontier.study.compare.judge`). Returns the sweep record (also
     written to ROOT/PROFILE/sweeps/ unless `write` is False): per row the variant, each seed's val_bpb and steps,
     the paired difference and the verdict."""
     prof = get_profile(profile)
+    if data is None and corpus != "embedded":
+        data = experiments.profile_dataset(prof, log=log, corpus_name=corpus)
     rows = []
-    base_recs = {s: base.run(prof, s, steps, root, data, log) for s in seeds}
-    base_group = _group(base.name, base_recs)
+    base_recs = {s: base.run(prof, s, steps, root, data, log, corpus) for s in seeds}
+    base_group = _group(base.name, base_recs, base.score)
     for v in [base, *variants]:
-        recs = base_recs if v is base else {s: v.run(prof, s, steps, root, data, log) for s in seeds}
+        recs = base_recs if v.same_runs(base) else {s: v.run(prof, s, steps, root, data, log, corpus) for s in seeds}
+        missing = [s for s, r in recs.items() if r.get(v.score) is None]
+        if missing:
+            raise UserError(f"sweep {name}: the runs of {v.name!r} have no {v.score} (seeds {missing})",
+                            "score a variant by val_bpb_live only where its runs average the weights (an EMA recipe)")
         row = {**v.describe(), "label": v.label(steps),
-               "runs": {str(s): _run_summary(r) for s, r in recs.items()}}
+               "runs": {str(s): _run_summary(r, v.score) for s, r in recs.items()}}
         if v is not base:
-            group = _group(v.name, recs)
+            group = _group(v.name, recs, v.score)
             d = paired_test(base_group, group) if len(seeds) > 1 else None
             delta = group.mean - base_group.mean
             row.update(delta=delta, gain=-delta, p=None if d is None else d.p,
@@ -84,21 +103,22 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
         rows.append(row)
         log(f"sweep {name}: {v.name}: " + ", ".join(f"s{s} {r['val_bpb']:.4f} ({r['steps']} steps)"
                                                      for s, r in recs.items()))
-    body = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps,
+    body = {"name": name, "profile": prof.name, "corpus": corpus, "seeds": list(seeds), "steps": steps,
             "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
-    arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps}
+    arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps, "corpus": corpus}
     path = records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
     return records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
 
 
-def _run_summary(rec: dict) -> dict:
-    return {"val_bpb": rec["val_bpb"], "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
+def _run_summary(rec: dict, score: str = "val_bpb") -> dict:
+    """One run in a sweep row: `val_bpb` is the score the row is judged by (`score` of the record)."""
+    return {"val_bpb": rec[score], "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
             "run_dir": rec.get("run_dir"), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
 
 
-def _group(name: str, recs: dict[int, dict]) -> Group:
+def _group(name: str, recs: dict[int, dict], score: str = "val_bpb") -> Group:
     seeds = sorted(recs)
-    return Group(name, tuple(recs[s]["val_bpb"] for s in seeds), tuple(str(recs[s].get("run_dir")) for s in seeds),
+    return Group(name, tuple(recs[s][score] for s in seeds), tuple(str(recs[s].get("run_dir")) for s in seeds),
                  tuple(seeds))
 
 

@@ -1,0 +1,106 @@
+"""Leave-one-out ablation: a recipe with each learning change on its path removed in turn, paired by seed.
+
+`parts(recipe)` lists what can be removed from a recipe (the bigram table, the n-gram mix, the weight average,
+the attention gate, or everything at once: the baseline); `variants(recipe, removes, steps)` builds the sweep's
+rows. A removed part is a recipe derived on the fly (`ema-no-bigram`), or an existing recipe with the same
+features and settings where there is one (the EMA recipe without its average is `ngram`, whose runs may exist
+already). At equal steps the average needs no runs of its own: the EMA recipe's live weights are its parent's
+trajectory at the same step, scored in the same run (`val_bpb_live`).
+
+`run_ablation` trains or reuses the runs through `frontier.study.sweep.run_sweep`, so the record is a sweep record
+(`ablation-RECIPE-STEPS` or `ablation-RECIPE-budget`, with `-CORPUS` for another corpus) and every row carries
+its verdict. Speed changes (compile, kernels) are not ablated here: they are judged by a bench
+(`frontier bench`) and the steps they buy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import UserError
+from ..recipes import BASELINE, RECIPES, Features, Recipe, get_recipe
+from .sweep import Variant, run_sweep
+
+# feature of `frontier.recipes.Features` -> (part name on the command line, what a reader calls it)
+PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"), "ema": ("average", "weight average"),
+         "attn_gate": ("gate", "attention gate")}
+ALL = "all"  # every learning change at once: the baseline
+
+
+def parts(recipe: str | Recipe) -> list[str]:
+    """The parts `variants` can remove from `recipe` (its learning changes, in the order of `PARTS`), then `all`."""
+    r = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    return [name for feature, (name, _) in PARTS.items() if getattr(r.features, feature)] + [ALL]
+
+
+def _effective(f: Features) -> Features:
+    """The features with the settings of a switched-off part at their defaults (they change nothing then)."""
+    off = Features()
+    if not f.ngram:
+        f = dataclasses.replace(f, **{k.name: getattr(off, k.name) for k in dataclasses.fields(f)
+                                      if k.name.startswith("ngram_")})
+    if not f.bigram:
+        f = dataclasses.replace(f, bigram_update=off.bigram_update)
+    return f
+
+
+def _same_recipe(derived: Recipe) -> Recipe | None:
+    """An existing recipe that trains exactly what `derived` trains (its runs can be reused), or None."""
+    for r in RECIPES.values():
+        if (_effective(r.features) == _effective(derived.features) and r.sizes == derived.sizes
+                and r.optim == derived.optim):
+            return r
+    return None
+
+
+def without(recipe: str | Recipe, part: str) -> Recipe:
+    """`recipe` without one part (`parts`): an existing recipe with the same settings where there is one."""
+    r = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    if part == ALL:
+        return BASELINE
+    feature = next((f for f, (name, _) in PARTS.items() if name == part), None)
+    if feature is None or not getattr(r.features, feature):
+        raise UserError(f"recipe {r.name!r} has no part {part!r} to remove",
+                        f"remove one of {', '.join(parts(r))}")
+    off = None if feature == "ema" else False
+    derived = r.derive(f"{r.name}-no-{part}", f"{r.name} without its {PARTS[feature][1]} (leave-one-out)",
+                       **{feature: off})
+    return _same_recipe(derived) or derived
+
+
+def variants(recipe: str | Recipe, removes: list[str] | None = None, steps: int | None = None
+             ) -> tuple[Variant, list[Variant]]:
+    """The base row and one row per removed part (default: every part, then `all`). At equal steps (`steps`) the
+    weight average is removed by reading the base runs' live weights; at equal budget its parent is trained."""
+    r = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    removes = parts(r) if removes is None else list(removes)
+    named = r.name if RECIPES.get(r.name) == r else r  # a registered recipe by name, a derived one as itself
+    base = Variant(r.name, named)
+    rows = []
+    for part in removes:
+        if part == "average" and steps and r.features.ema is not None:
+            rows.append(Variant("- weight average (its live weights)", named, score="val_bpb_live"))
+            continue
+        other = without(r, part)
+        what = "everything" if part == ALL else next(w for n, w in PARTS.values() if n == part)
+        known = other.name if other.name in RECIPES else None
+        rows.append(Variant(f"- {what}" + (f" (= {known})" if known else ""), known or other))
+    return base, rows
+
+
+def sweep_name(recipe: str, steps: int | None, corpus: str = "embedded") -> str:
+    """`ablation-ema-420`, `ablation-ema-budget`, `ablation-ema-420-stdlib-source`."""
+    return f"ablation-{recipe}-{steps or 'budget'}" + ("" if corpus == "embedded" else f"-{corpus}")
+
+
+def run_ablation(recipe: str | Recipe, profile, seeds=(0, 1, 2), steps: int | None = None,
+                 removes: list[str] | None = None, corpus: str = "embedded", root="runs", log=print) -> dict:
+    """Train or reuse the recipe and each row of `variants` for `seeds`, at `steps` (None: the profile's budget)
+    on `corpus`, and write the sweep record (`frontier.study.sweep`). Returns it."""
+    r = get_recipe(recipe) if isinstance(recipe, str) else recipe
+    base, rows = variants(r, removes, steps)
+    return run_sweep(sweep_name(r.name, steps, corpus), base, rows, profile=profile, seeds=tuple(seeds), steps=steps,
+                     root=root, corpus=corpus, log=log)
+
+
+__all__ = ["ALL", "PARTS", "parts", "run_ablation", "sweep_name", "variants", "without"]

@@ -1,0 +1,77 @@
+"""Leave-one-out ablation (`frontier ablate`): what each part's removal trains, and the record it writes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from frontier import cli
+from frontier.errors import UserError
+from frontier.study import ablation, experiments
+from frontier.study.sweep import Variant, format_sweep
+
+
+def test_each_learning_change_is_removed_in_turn_by_an_existing_recipe_where_one_trains_the_same():
+    assert ablation.parts("ema") == ["bigram", "ngram", "average", "all"]
+    assert ablation.parts("baseline") == ["all"]
+    assert ablation.without("ngram", "ngram").name == "bigram"  # its n-gram settings change nothing once it is off
+    assert ablation.without("ema", "average").name == "ngram"
+    assert ablation.without("gate", "gate").name == "ema"
+    assert ablation.without("ema", "all").name == "baseline"
+    derived = ablation.without("ema", "bigram")
+    assert derived.name == "ema-no-bigram" and not derived.features.bigram and derived.features.ngram
+    assert derived.features.ema == ablation.get_recipe("ema").features.ema
+    with pytest.raises(UserError, match="no part 'gate'"):
+        ablation.without("ema", "gate")
+
+
+def test_at_equal_steps_the_average_is_its_own_runs_live_weights_and_at_equal_budget_its_parent():
+    base, rows = ablation.variants("ema", steps=420)
+    average = next(v for v in rows if "average" in v.name)
+    assert average.score == "val_bpb_live" and average.same_runs(base)  # no runs of its own
+    _, rows = ablation.variants("ema", steps=None)
+    average = next(v for v in rows if "average" in v.name)
+    assert average.score == "val_bpb" and average.recipe == "ngram" and not average.same_runs(base)
+    assert ablation.sweep_name("ema", 420) == "ablation-ema-420"
+    assert ablation.sweep_name("ema", None, "stdlib-source") == "ablation-ema-budget-stdlib-source"
+
+
+def test_another_corpus_gets_folders_of_its_own(monkeypatch):
+    seen = []
+    monkeypatch.setattr(experiments, "run", lambda recipe, profile, **kw: seen.append(kw["label"]) or {})
+    Variant("b", "baseline").run("smoke", 0, 420, "runs", data="d", corpus="stdlib-source")
+    Variant("b", "baseline").run("smoke", 0, None, "runs", data="d")
+    assert seen == ["stdlib-source/baseline-420steps", "baseline"]
+
+
+def test_an_ablation_trains_each_part_once_reads_the_average_from_the_base_runs_and_writes_a_sweep_record(tmp_path):
+    eager = ablation.get_recipe("ema").derive("ema-eager", "ema without torch.compile (a test's speed)", compile=False)
+    rec = ablation.run_ablation(eager, "smoke", seeds=(0,), steps=3, removes=["average", "ngram"], root=tmp_path,
+                                log=lambda *a: None)
+    base, average, no_ngram = rec["rows"]
+    assert [r["label"] for r in rec["rows"]] == ["ema-eager-3steps", "ema-eager-3steps", "ema-eager-no-ngram-3steps"]
+    for s in ("0",):  # one seed (the suite's time): the pairing is test_sweep's
+        live = json.loads((Path(base["runs"][s]["run_dir"]) / "result.json").read_text())["val_bpb_live"]
+        assert average["runs"][s]["val_bpb"] == live != base["runs"][s]["val_bpb"]
+        assert average["runs"][s]["run_dir"] == base["runs"][s]["run_dir"]  # the same runs, another score
+        assert no_ngram["runs"][s]["run_dir"] != base["runs"][s]["run_dir"] and no_ngram["runs"][s]["steps"] == 3
+    assert rec["name"] == "ablation-ema-eager-3" and rec["corpus"] == "embedded" and rec["steps"] == 3
+    assert Path(rec["path"]).is_file() and "(  3)" in format_sweep(rec)
+
+
+def test_the_ablate_command_passes_its_flags_and_prints_the_table(monkeypatch, capsys, tmp_path):
+    seen = {}
+
+    def fake(recipe, profile, **kw):
+        seen.update(kw, recipe=recipe, profile=profile.name)
+        row = {"name": "ema", "runs": {"0": {"val_bpb": 1.7, "steps": 420}}}
+        return {"name": "ablation-ema-420", "profile": "cpu", "seeds": [0], "steps": 420, "rows": [row],
+                "path": "runs/cpu/sweeps/x.json"}
+
+    monkeypatch.setattr(ablation, "run_ablation", fake)
+    assert cli.main(["ablate", "--steps", "420", "--seeds", "1", "--remove", "ngram", "--corpus", "stdlib-source",
+                     "--root", str(tmp_path)]) == 0
+    assert seen["recipe"] == "final" and seen["profile"] == "cpu" and list(seen["seeds"]) == [0]
+    assert seen["steps"] == 420 and seen["removes"] == ["ngram"] and seen["corpus"] == "stdlib-source"
+    out = capsys.readouterr().out
+    assert "1.7000 (420)" in out and "sweep record: runs/cpu/sweeps/x.json" in out
