@@ -75,3 +75,21 @@ def test_the_ablate_command_passes_its_flags_and_prints_the_table(monkeypatch, c
     assert seen["steps"] == 420 and seen["removes"] == ["ngram"] and seen["corpus"] == "stdlib-source"
     out = capsys.readouterr().out
     assert "1.7000 (420)" in out and "sweep record: runs/cpu/sweeps/x.json" in out
+
+
+def test_each_part_is_judged_by_the_rule_at_equal_steps_then_at_equal_budget():
+    def row(name, gain, p, steps=420):
+        runs = {str(s): {"val_bpb": 1.7, "steps": steps + s} for s in range(3)}
+        return {"name": name, "runs": runs} if gain is None else {"name": name, "runs": runs, "gain": gain, "p": p}
+
+    at_steps = {"rows": [row("ema", None, None), row("- n-gram mix", -0.07, 0.001),
+                         row("- weight average (its live weights)", -0.002, 0.01), row("- bigram table", 0.001, 0.6)]}
+    at_budget = {"rows": [row("ngram (final)", None, None, 400), row("- n-gram mix (= bigram)", -0.08, 0.01, 440),
+                          row("+ weight average (= ema)", 0.003, 0.5, 400)]}
+    parts = {r["part"]: r for r in ablation.part_rows(at_steps, at_budget)}
+    assert parts["n-gram mix"]["gain at equal steps"] == 0.07 and parts["n-gram mix"]["kept"] is True
+    assert parts["n-gram mix"]["gain at equal budget"] == 0.08 and parts["n-gram mix"]["steps"] == "420-422"
+    assert parts["n-gram mix"]["budget steps (part removed)"] == "440-442"
+    assert parts["weight average"]["gain at equal budget"] == 0.003 and parts["weight average"]["kept"] is True
+    assert parts["bigram table"]["kept"] is False  # inside the noise at equal steps: dropped whatever the budget
+    assert ablation.part_rows(at_steps)[0]["kept"] is None  # better at equal steps, the budget stage not measured

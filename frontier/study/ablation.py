@@ -19,12 +19,16 @@ import dataclasses
 
 from ..errors import UserError
 from ..recipes import BASELINE, RECIPES, Features, Recipe, get_recipe
+from .compare import keep
 from .sweep import Variant, run_sweep
 
 # feature of `frontier.recipes.Features` -> (part name on the command line, what a reader calls it)
 PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"), "ema": ("average", "weight average"),
          "attn_gate": ("gate", "attention gate")}
 ALL = "all"  # every learning change at once: the baseline
+# The steps an equal-steps ablation takes per profile: about what the profile's budget buys the final recipe
+# (cpu: `ema` took 390-445 steps in 180 reference seconds in the ladder's sitting, runs/cpu/ladder/).
+EQUAL_STEPS = {"smoke": 3, "cpu": 420}
 
 
 def parts(recipe: str | Recipe) -> list[str]:
@@ -103,4 +107,45 @@ def run_ablation(recipe: str | Recipe, profile, seeds=(0, 1, 2), steps: int | No
                      root=root, corpus=corpus, log=log)
 
 
-__all__ = ["ALL", "PARTS", "parts", "run_ablation", "sweep_name", "variants", "without"]
+def _what(row_name: str) -> str | None:
+    """Which part a sweep row adds or removes, from its name ('- n-gram mix (= bigram)' -> 'n-gram mix')."""
+    for _, what in [*PARTS.values(), (ALL, "everything")]:
+        if what in row_name:
+            return what
+    return None
+
+
+def part_gain(row: dict) -> tuple[float, float | None, int] | None:
+    """(gain of the part, p, seeds) from a sweep row that removes it ('- ...': the part's gain is the base's
+    advantage over the row) or adds it ('+ ...'); None for the base row."""
+    if "gain" not in row:
+        return None
+    sign = -1.0 if row["name"].lstrip().startswith("-") else 1.0
+    return sign * row["gain"], row.get("p"), len(row["runs"])
+
+
+def part_rows(at_steps: dict, at_budget: dict | None = None) -> list[dict]:
+    """One row per part of a leave-one-out: its gain (positive: the part helps) at equal steps, from the sweep
+    record `at_steps`, and at equal budget from `at_budget` (a sweep that removes or adds the same part, matched by
+    what its row names), with the steps each ran and the verdict of `frontier.study.compare.keep`."""
+    budget = {_what(r["name"]): r for r in (at_budget or {}).get("rows", []) if "gain" in r}
+    base_steps = [r["steps"] for r in at_steps["rows"][0]["runs"].values()]
+    out = []
+    for row in at_steps["rows"][1:]:
+        what = _what(row["name"])
+        g_steps = part_gain(row)
+        b_row = budget.get(what)
+        g_budget = part_gain(b_row) if b_row else None
+        kept, why = keep(g_steps, g_budget)
+        steps_b = sorted(r["steps"] for r in (b_row or {}).get("runs", {}).values())
+        out.append({"part": what, "row": row["name"], "gain at equal steps": g_steps[0], "p (steps)": g_steps[1],
+                    "steps": f"{min(base_steps)}" if len(set(base_steps)) == 1 else
+                    f"{min(base_steps)}-{max(base_steps)}",
+                    "gain at equal budget": None if g_budget is None else g_budget[0],
+                    "p (budget)": None if g_budget is None else g_budget[1],
+                    "budget steps (part removed)": f"{steps_b[0]}-{steps_b[-1]}" if steps_b else "",
+                    "kept": kept, "why": why})
+    return out
+
+
+__all__ = ["ALL", "EQUAL_STEPS", "PARTS", "part_gain", "part_rows", "parts", "run_ablation", "sweep_name", "variants", "without"]
