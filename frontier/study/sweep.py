@@ -101,7 +101,7 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
                        diff_std=None if d is None else d.diff_std,
                        verdict=judge(-delta, None if d is None else d.p, len(seeds)))
         rows.append(row)
-        log(f"sweep {name}: {v.name}: " + ", ".join(f"s{s} {r['val_bpb']:.4f} ({r['steps']} steps)"
+        log(f"sweep {name}: {v.name}: " + ", ".join(f"s{s} {r[v.score]:.4f} ({r['steps']} steps)"
                                                      for s, r in recs.items()))
     body = {"name": name, "profile": prof.name, "corpus": corpus, "seeds": list(seeds), "steps": steps,
             "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
