@@ -416,8 +416,8 @@ for prof, by, ratios in off_on:
             + ", ".join(f"{m:,.0f}" for m in by[False]["ms"]["plain"]) + " ms).")
     if min(ratios.values()) > 1.2:
         line += (" Both variants were slower without the bias, by a similar factor: what slowed them is what the two "
-                 "variants share in that case, its place first in the process, where first-time costs (the memory "
-                 "allocator growing the heap, thread pools starting) were not all paid by one warm-up step. These "
+                 "variants share in that case, its place first in the process, most likely first-time costs (the "
+                 "memory allocator growing the heap, thread pools starting) that one warm-up step did not absorb. These "
                  "bias-off times are not the cost of the op and must be re-measured (more warm-up, or the cases in the "
                  "other order); inside each case the two variants alternate round by round, so the fused / plain "
                  "ratio is the comparable figure.")
