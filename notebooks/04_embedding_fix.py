@@ -112,7 +112,7 @@ display(Markdown(report.finding_box(
     f"{big_c['sparse_ms']:.1f} ms a step",
     f"the table, a learning change: {table_verdict}"
     + (f" (the ladder record {ladder.repo_path(record['path'])} says: {rung['verdict']})" if rung else "")
-    + (f"; taking it out of the final `ngram` recipe: {no_table['gain']:+.4f}, p = {no_table['p']:.3f}, "
+    + (f"; taking it out of the final `ngram` recipe at the same budget: gain {no_table['gain']:+.4f}, p = {no_table['p']:.3f}, "
        f"{no_table['verdict']} ({ladder.repo_path(ablation['path'])})" if no_table else "")
     + f". The sparse update, a speed change: at {rows_name(rows_here)} rows {speed.short}; at "
       f"{rows_name(rows_big)} rows not judged by the bench (no interleaved whole-step bench at that size), "
