@@ -245,13 +245,6 @@ display(Markdown(report.markdown_table(
                 "dense": "dense ms", "ratio": "dense / sparse", "share_dense": "table's share, dense ms",
                 "share_sparse": "table's share, sparse ms"},
     {"none": ".0f", "sparse": ".0f", "dense": ".0f", "ratio": ".2f", "share_dense": ".1f", "share_sparse": ".1f"})))
-if here_c:
-    # the whole step at the large size predicted from the interleaved benches: the step at the profile's size with
-    # the table's share there swapped for its share at the large size (a cross-check of the single runs)
-    pred = {k: bench_ms[u] - here_c[f"{k}_ms"] + big_c[f"{k}_ms"] for k, u in (("dense", "bigram-dense"),
-                                                                               ("sparse", "bigram"))}
-    print(f"cross-check from the two benches alone: at {rows_name(rows_big)} rows a whole step would take about "
-          f"{pred['dense']:,.0f} ms dense and {pred['sparse']:,.0f} ms sparse ({pred['dense'] / pred['sparse']:.2f}x)")
 
 # %%
 saved_here = here_dense - here_sparse
@@ -260,10 +253,10 @@ display(Markdown(
     f"**What the fix buys.** At the profile's {rows_name(rows_here)} rows the sparse update makes the whole step "
     f"{speed.ratio:.2f}x as fast in tokens/s ({saved_here:+,.0f} ms a step saved, median), with rounds from "
     f"{min(speed.round_ratios):.2f}x to {max(speed.round_ratios):.2f}x: by the rule, {speed.short}. At "
-    f"{rows_name(rows_big)} rows, the write-up's size, the dense step takes {big_ms['bigram-dense']:,.0f} ms and the "
+    f"{rows_name(rows_big)} rows{', the write-up' + chr(39) + 's size,' if rows_big == 1 << 19 else ''} the dense step takes {big_ms['bigram-dense']:,.0f} ms and the "
     f"sparse one {big_ms['bigram']:,.0f} ms ({saved_big:+,.0f} ms, {big_ms['bigram-dense'] / big_ms['bigram']:.2f}x): "
     f"in a fixed budget the sparse table trains about {big_ms['bigram-dense'] / big_ms['bigram']:.1f} times the "
-    f"steps. The table's own share says why: dense {here_c['dense_ms'] if here_c else float('nan'):.1f} ms at "
+    f"steps. The table's own share (eager, from the table bench) says why: dense {here_c['dense_ms'] if here_c else float('nan'):.1f} ms at "
     f"{rows_name(rows_here)} rows and {big_c['dense_ms']:,.1f} ms at {rows_name(rows_big)}, against "
     f"{big_c['sparse_ms']:.1f} ms sparse at {rows_name(rows_big)}."
 ))
