@@ -19,8 +19,8 @@
 # Two changes meet here, and the project's rule (`frontier.study.compare.RULE`) judges them differently. The
 # **bigram table** changes what the model computes: a **learning change**, judged by val_bpb paired by seed. Its
 # **sparse update** (only the rows a step touched) changes how fast the same table trains: a **speed change**,
-# judged by a bench that times both updates side by side, at the profile's table size and at the write-up's. The
-# box below is computed from this execution's records when the chapter runs.
+# judged by a bench that times both updates side by side at the profile's table size, and measured in short runs
+# at the write-up's size. The box below is computed from this execution's records when the chapter runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
