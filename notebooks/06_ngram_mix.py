@@ -86,15 +86,23 @@ loo = None if sweep is None else next((r for r in sweep["rows"] if r.get("recipe
 if loo is None:
     loo_text = f"the leave-one-out ablation has no record for the `{P.name}` profile"
 else:
-    loo_runs = sorted(repo_path(v["run_dir"]) for v in loo["runs"].values())
-    same = "the ladder's own `bigram` runs" if loo_runs == sorted(below["runs"]) else "runs other than the ladder's"
-    loo_text = (f"leave-one-out (sweep `{sweep['name']}`, {len(sweep['seeds'])} seeds, "
-                f"{steps_span([v['steps'] for v in loo['runs'].values()])} without the mix, {same}): taking the mix "
-                f"out of `ngram` costs {-loo['gain']:+.4f} bpb (p = {loo['p']:.3f}, {loo['verdict']})")
+    base_row = next(r for r in sweep["rows"] if "gain" not in r)
+    runs_of = lambda row: sorted(repo_path(v["run_dir"]) for v in row["runs"].values())
+    same = runs_of(loo) == sorted(below["runs"]) and runs_of(base_row) == sorted(rung["runs"])
+    loo_text = (f"the leave-one-out ablation (sweep `{sweep['name']}`) takes the mix out of `ngram`: "
+                f"{-loo['gain']:+.4f} bpb worse (p = {loo['p']:.3f}, {loo['verdict']}), "
+                + ("read from the same runs, so not a second measurement" if same else
+                   f"from runs of its own ({steps_span([v['steps'] for v in loo['runs'].values()])} without the mix)"))
+# the mix measured at equal steps, where a sweep did: on the sized recipe `ngram-tuned` (not the ladder's rung)
+tuned = newest_sweep(run_root, P.name, "ablation-ngram-400")
+tuned_row = None if tuned is None else next((r for r in tuned["rows"] if r.get("name") == "- n-gram mix"), None)
 gain_spread = f" ± {rung['gain_std']:.4f}" if rung.get("gain_std") == rung.get("gain_std") and rung["n"] > 1 else ""
-equal_steps_note = ("" if rung.get("equal_steps") else
-                    " (the rule asks first for a gain at equal steps, and no sweep measured `ngram` against `bigram` "
-                    "at equal steps)")
+equal_steps_note = "" if rung.get("equal_steps") else (
+    " (the rule asks first for a gain at equal steps; no sweep measured `ngram` against `bigram` at equal steps"
+    + ("" if tuned_row is None else
+       f"; on the sized recipe `{tuned['base']}`, taking the mix out at {tuned['steps']} steps cost "
+       f"{-tuned_row['gain']:+.4f} bpb, p = {tuned_row['p']:.3f}, {len(tuned['seeds'])} seeds, sweep `{tuned['name']}`")
+    + ")")
 display(Markdown(report.finding_box(
     "the n-gram mix",
     f"the mix was worth about {WRITEUP_TRN2['ngram_gain']} bpb, their largest late gain, against a run-to-run noise "
@@ -194,7 +202,7 @@ display(Markdown(report.markdown_table(
     {"share": ".1%"})))
 
 # %% [markdown]
-# From context length 4 on, most buckets hold counts. Without check bits, that is also the chance that a
+# The table's last column is the share of buckets that hold counts. Without check bits, that is also the chance that a
 # validation context never seen in training reads somebody else's counts. `false_hit_rate` measures it exactly:
 # a validation position's context is unseen when its 64-bit hash is the hash of no context counted into that fold,
 # and it is a false hit when the tables report it seen anyway.
@@ -343,9 +351,9 @@ display(Markdown(report.markdown_table(
 # What the curves say, row by row (the numbers are the record's above):
 #
 # - **False hits are what made long contexts useless.** Without check bits both discounting smoothings get
-#   *worse* past length 3 (Witten-Bell is infinite from length 2 on, see below): most unseen long contexts read
-#   another context's counts. With check bits the same tables improve
-#   all the way to 16. This is why the learned mixture of `ngram` gives the long contexts almost no weight.
+#   *worse* once the context is a few tokens long (Witten-Bell is infinite from short contexts on, see below):
+#   most unseen long contexts read another context's counts. With check bits the same tables improve all the way
+#   to the longest context. This is why the learned mixture of `ngram` gives the long contexts little weight.
 # - **Witten-Bell can give zero probability here** (the infinite points are left out of the plot). Its $T$, the
 #   number of distinct continuations, comes from a hashed set of seen (context, token) pairs that under-counts
 #   when two pairs share a bit; a context whose every continuation collided has $T = 0$, hence no escape, hence
@@ -365,14 +373,15 @@ display(Markdown(report.markdown_table(
 # %% [markdown]
 # ## The n-gram model alone, mixed: global weights or per context
 #
-# `ngram-only`, `ngram-only-tables` and `ngram-only-ctx` learn only the mixing (no network) for 30 charged
-# seconds each, the counting included, three seeds each.
+# `ngram-only`, `ngram-only-tables` and `ngram-only-ctx` learn only the mixing (no network) for a short charged
+# budget each (printed below), the counting included, the profile's seeds each.
 
 # %%
 budget_alone = min(P.budget_s, 30.0)
 alone = {name: ex.seeds(name, P, root=run_root, budget_s=budget_alone, log=log)
          for name in ("ngram-only", "ngram-only-tables", "ngram-only-ctx")}
 g_alone, d_alone = compare([r for rs in alone.values() for r in rs], paired=True)
+print(f"{budget_alone:g} charged s each: " + "; ".join(f"{k} {report.bpb_group(rs)}" for k, rs in alone.items()))
 print(format_comparison(g_alone, d_alone))
 g_actx, d_actx = compare(alone["ngram-only-tables"] + alone["ngram-only-ctx"], paired=True)
 print(format_comparison(g_actx, d_actx))
@@ -381,7 +390,8 @@ print(format_comparison(g_actx, d_actx))
 # ## The gain at equal budget, with the network
 #
 # The previous best recipe (`bigram`, chapter 4's runs), the first mix (`ngram`), the better tables
-# (`ngram-tables`) and the per-context mixing (`ngram-ctx`), each at the full budget, three seeds, paired by seed.
+# (`ngram-tables`) and the per-context mixing (`ngram-ctx`), each at the full budget, the profile's seeds, paired
+# by seed.
 
 # %%
 better = ex.seeds("ngram-tables", P, root=run_root, log=log)  # `before` (bigram) and `shards` (ngram): the box's
@@ -607,6 +617,9 @@ print(RULE)
 print()
 print(f"box: the n-gram rung from the {ladder_from}; the leave-one-out from "
       + (f"`{repo_path(sweep['path'])}` (code {report.short_code(sweep.get('code'))})" if sweep else "no sweep record"))
+if tuned is not None:
+    print(f"the mix at equal steps on `{tuned['base']}`: `{repo_path(tuned['path'])}` "
+          f"(code {report.short_code(tuned.get('code'))})")
 if ladder_rec is not None:
     print(f"ladder record code {report.short_code(ladder_rec.get('code'))}; its `ngram` runs {', '.join(rung['runs'])}; "
           f"its `bigram` runs {', '.join(below['runs'])}")
