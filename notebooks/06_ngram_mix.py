@@ -97,6 +97,7 @@ else:
 tuned = newest_sweep(run_root, P.name, "ablation-ngram-400")
 tuned_row = None if tuned is None else next((r for r in tuned["rows"] if r.get("name") == "- n-gram mix"), None)
 gain_spread = f" ± {rung['gain_std']:.4f}" if rung.get("gain_std") == rung.get("gain_std") and rung["n"] > 1 else ""
+gain_p = f", p = {rung['p']:.3f}" if rung.get("p") is not None and rung["p"] == rung["p"] else ""  # NaN: no test
 equal_steps_note = "" if rung.get("equal_steps") else (
     " (the rule asks first for a gain at equal steps; no sweep measured `ngram` against `bigram` at equal steps"
     + ("" if tuned_row is None else
@@ -109,7 +110,7 @@ display(Markdown(report.finding_box(
     f"of up to {WRITEUP_TRN2['noise']} bpb (their data, tokenizer and 14 x 512 network: not comparable with ours "
     "number for number)",
     f"`ngram` {bpb_cell(rung)} against `bigram` {bpb_cell(below)} at equal budget: gain "
-    f"**{rung['gain']:+.4f}{gain_spread} bpb** paired by seed (p = {rung['p']:.3f}), from the {ladder_from}; "
+    f"**{rung['gain']:+.4f}{gain_spread} bpb** (paired by seed{gain_p}), from the {ladder_from}; "
     f"{loo_text}",
     f"{rung['verdict']}{equal_steps_note}",
 )))
