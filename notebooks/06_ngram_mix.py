@@ -75,7 +75,7 @@ shards = ex.seeds("ngram", P, root=run_root, log=log)
 ladder_rec = latest_ladder_record(P.name, root=run_root)
 if ladder_rec is not None:
     rungs = {r["recipe"]: r for r in judged_rows(ladder_rec["rows"]) if "mean" in r}
-    ladder_from = f"ladder record `{repo_path(ladder_rec['path'])}`"
+    ladder_from = f"the ladder record `{repo_path(ladder_rec['path'])}`"
 else:
     rungs = {r["recipe"]: r for r in ladder_rows({"bigram": before, "ngram": shards}) if "mean" in r}
     ladder_from = f"this execution's runs (no ladder record for the `{P.name}` profile)"
@@ -110,7 +110,7 @@ display(Markdown(report.finding_box(
     f"of up to {WRITEUP_TRN2['noise']} bpb (their data, tokenizer and 14 x 512 network: not comparable with ours "
     "number for number)",
     f"`ngram` {bpb_cell(rung)} against `bigram` {bpb_cell(below)} at equal budget: gain "
-    f"**{rung['gain']:+.4f}{gain_spread} bpb** (paired by seed{gain_p}), from the {ladder_from}; "
+    f"**{rung['gain']:+.4f}{gain_spread} bpb** (paired by seed{gain_p}), from {ladder_from}; "
     f"{loo_text}",
     f"{rung['verdict']}{equal_steps_note}",
 )))
@@ -616,7 +616,7 @@ display(Markdown(
 # %%
 print(RULE)
 print()
-print(f"box: the n-gram rung from the {ladder_from}; the leave-one-out from "
+print(f"box: the n-gram rung from {ladder_from}; the leave-one-out from "
       + (f"`{repo_path(sweep['path'])}` (code {report.short_code(sweep.get('code'))})" if sweep else "no sweep record"))
 if tuned is not None:
     print(f"the mix at equal steps on `{tuned['base']}`: `{repo_path(tuned['path'])}` "
