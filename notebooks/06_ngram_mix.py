@@ -409,7 +409,8 @@ fig, ax = new_figure(6.4, 3.4)
 for i, g in enumerate(groups):
     ax.scatter([i] * g.n, g.values, s=14)
     ax.errorbar([i + 0.15], [g.mean], yerr=[g.std if g.n > 1 else 0], fmt="k_", capsize=3)
-ax.set_xticks(range(len(groups)), [g.name.split()[0] for g in groups], fontsize=8)
+ax.set_xticks(range(len(groups)), [f"{recs[0]['recipe']}\n{steps_span([r['steps'] for r in recs])}"
+                               for recs in (before, shards, better, ctx)], fontsize=8)
 ax.set_ylabel("val_bpb")
 ax.set_title(f"{P.name}: the mix at equal budget ({P.budget_s:g} charged s)\neach seed and mean ± std", fontsize=9)
 save_figure(fig, figures / f"06_gain_{P.name}.png")
