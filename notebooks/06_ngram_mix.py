@@ -42,7 +42,7 @@ from IPython.display import Markdown, display
 from frontier.data.dataset import profile_dataset
 from frontier.data.loader import TrainLoader, eval_windows
 from frontier.devices import select_device
-from frontier.figures import new_figure, save_figure
+from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.model.ngram import explain_positions, false_hit_rate, shard_batches
 from frontier.model.ngram.mix import NGramMix
 from frontier.profiles import get_profile
@@ -414,6 +414,23 @@ ax.set_xticks(range(len(groups)), [f"{recs[0]['recipe']}\n{steps_span([r['steps'
 ax.set_ylabel("val_bpb")
 ax.set_title(f"{P.name}: the mix at equal budget ({P.budget_s:g} charged s)\neach seed and mean ± std", fontsize=9)
 save_figure(fig, figures / f"06_gain_{P.name}.png")
+fig
+
+# %%
+# the n-gram rung's runs against the rung below, against steps and against charged reference seconds
+fig, (ax_s, ax_t) = new_figure(10.4, 3.8, ncols=2)
+seed_list = sorted({r["seed"] for r in before})
+for ax, x in ((ax_s, "step"), (ax_t, "charged_s")):
+    loss_curve_figure(before + shards, x=x, smooth=5, ax=ax)
+    for line, r in zip(ax.lines, before + shards):
+        line.set_color("C0" if r["recipe"] == "bigram" else "C1")
+        line.set_linestyle(["-", "--", ":"][seed_list.index(r["seed"]) % 3])
+    ax.legend(fontsize=7, ncols=2)
+ax_s.set_xlabel("step")
+ax_t.set_xlabel("charged seconds (reference clock)")
+ax_s.set_title(f"{P.name}: train loss against steps", fontsize=10)
+ax_t.set_title(f"{P.name}: against charged reference seconds", fontsize=10)
+save_figure(fig, figures / f"06_loss_{P.name}.png")
 fig
 
 # %%
