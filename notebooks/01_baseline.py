@@ -44,6 +44,7 @@ from frontier.study.compare import RULE, compare, judge, probe_lines, probe_rati
 from frontier.study.compressors import compressor_bpb
 from frontier.train import bpb as bpb_mod
 from frontier.train.clock import DRIFT_LIMIT, BudgetClock
+from frontier.study.ablation import EQUAL_STEPS
 from frontier.train.trainer import build_model, load_run_model
 
 P = get_profile(profile)
@@ -54,11 +55,15 @@ print(ex.code_banner())
 
 # %%
 # Everything the chapter quotes about the baseline, read or trained once here: the profile's seeds under its
-# reference clock (reused where this code reproduces a record, trained otherwise). Seed 0's model is loaded below,
-# and checkpoints are not committed, so seed 0 is trained again where its checkpoint is missing.
+# reference clock (reused where this code reproduces a record, trained otherwise). The model scored token by token
+# below is seed 0 at the equal-steps count of the book's ablations (`frontier.study.ablation.EQUAL_STEPS`): a
+# step-limited run, so that training it again where its checkpoint is missing (checkpoints are not committed) adds
+# no budgeted record beside the ladder's.
 data = profile_dataset(P, log=log)
 train_tokens = data.manifest["train"]["tokens"]
-ex.run("baseline", P, seed=0, root=run_root, need_checkpoint=True, log=log)
+STEPS = EQUAL_STEPS.get(P.name)
+scorer = ex.run("baseline", P, seed=0, root=run_root, steps=STEPS, label=f"baseline-{STEPS}steps" if STEPS else None,
+                need_checkpoint=True, log=log)
 baseline = ex.seeds("baseline", P, root=run_root, log=log)
 bpbs = [r["val_bpb"] for r in baseline]
 _, sd, n_seeds = report.mean_std(bpbs)
@@ -324,12 +329,12 @@ print("\n".join(probe_lines(compare(baseline)[0])))
 # Back to the validation sentence, token by token: the uniform model against the trained baseline (seed 0).
 
 # %%
-model, _ = load_run_model(baseline[0]["run_dir"])
+model, _ = load_run_model(scorer["run_dir"])
 trained = bpb_mod.score_text(model, data.tokenizer, sentence, seq_len=P.seq_len)
 rows = [dict(r, uniform_bits=u["bits"]) for r, u in zip(trained["rows"], uniform["rows"])]
 display(Markdown(report.markdown_table(rows[:16], {"text": "text", "bytes": "bytes", "uniform_bits": "bits (uniform)",
                                                    "bits": "bits (baseline)"}, {"uniform_bits": ".2f", "bits": ".2f"})))
-print(f"this sentence: {trained['bpb']:.3f} bits per byte under the baseline (seed 0, {baseline[0]['steps']:,} steps), "
+print(f"this sentence: {trained['bpb']:.3f} bits per byte under the baseline (seed 0, {scorer['steps']:,} steps), "
       f"{uniform['bpb']:.3f} under the uniform model")
 
 # %% [markdown]
