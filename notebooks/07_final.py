@@ -261,7 +261,7 @@ for corpus, d, sweep in (("embedded", data, at_steps), ("stdlib-source", data2, 
     else:
         log(f"{corpus}: no checkpoint in {run0}: the adaptive row is not measured in this checkout")
 display(Markdown(report.markdown_table(comp_rows, ["corpus", "model", "val_bpb", "steps"])))
-fig, axes = new_figure(10.0, 3.6, ncols=2)
+fig, axes = new_figure(10.0, 4.2, ncols=2)
 for ax, corpus in zip(axes, ("embedded", "stdlib-source")):
     rs = sorted((r for r in comp_rows if r["corpus"] == corpus), key=lambda r: r["val_bpb"])
     ax.barh(range(len(rs)), [r["val_bpb"] for r in rs], xerr=[r.get("std", float("nan")) for r in rs], capsize=3,
@@ -269,8 +269,9 @@ for ax, corpus in zip(axes, ("embedded", "stdlib-source")):
                    for r in rs])
     ax.set_yticks(range(len(rs)), [r["model"] for r in rs], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel(f"val_bpb (networks at {STEPS} steps; error bars: std over seeds)")
+    ax.set_xlabel("val_bpb")
     ax.set_title(corpus, fontsize=9)
+fig.suptitle(f"{P.name}: compressors and networks ({STEPS} steps, bars ± std of seeds)", fontsize=9)
 save_figure(fig, figures / f"07_compressors_{P.name}.png")
 fig
 
