@@ -64,9 +64,13 @@ class Variant:
         """Whether the two variants train the same runs (and differ at most in the score they read)."""
         return dataclasses.replace(self, name="", score="") == dataclasses.replace(other, name="", score="")
 
+    def folder(self, steps: int | None, corpus: str = "embedded") -> str:
+        """Its run folders' label on `corpus`: `label`, under `CORPUS/` for another corpus than the embedded one."""
+        return self.label(steps) if corpus == "embedded" else f"{corpus}/{self.label(steps)}"
+
     def run(self, profile, seed: int, steps: int | None, root, data=None, log=print, corpus: str = "embedded") -> dict:
-        label = self.label(steps) if corpus == "embedded" else f"{corpus}/{self.label(steps)}"
-        return experiments.run(self.recipe, profile, seed=seed, root=root, steps=steps, label=label,
+        return experiments.run(self.recipe, profile, seed=seed, root=root, steps=steps,
+                               label=self.folder(steps, corpus),
                                sizes=self.sizes, ema=self.ema, ngram=self.ngram, optim=self.optim, data=data, log=log)
 
 
@@ -91,7 +95,7 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
         if missing:
             raise UserError(f"sweep {name}: the runs of {v.name!r} have no {v.score} (seeds {missing})",
                             "score a variant by val_bpb_live only where its runs average the weights (an EMA recipe)")
-        row = {**v.describe(), "label": v.label(steps),
+        row = {**v.describe(), "label": v.folder(steps, corpus),
                "runs": {str(s): _run_summary(r, v.score) for s, r in recs.items()}}
         if v is not base:
             group = _group(v.name, recs, v.score)
