@@ -14,56 +14,14 @@
 # ---
 
 # %% [markdown]
-# # Chapter 6: the n-gram mix, valid, fast and well counted
+# # Chapter 6: the n-gram mix, counted during the run and mixed into the logits
 #
-# The write-up's biggest late gain (about 0.007 bits per byte on Trn2) came from an old idea: count n-grams in
-# the training data while the network trains, and mix their predictions into the network's logits. Public
-# attempts at this were often invalid: hashing the *target* into the lookup key gives a "distribution" that does
-# not sum to one (one check measured a sum of about 277 over the vocabulary), and scores of 0.01 to 0.96 bits per
-# byte came out of that bug. A valid mix adds, at every position, a bias over the **whole** vocabulary computed
-# from the context alone, before the softmax, which renormalises.
-#
-# `frontier/model/ngram/` builds one that is valid by construction (its module docstring has every formula). The
-# chapter first shows the mix as chapter 6 first built it (recipe `ngram`), then what was wrong with its counts
-# and the tables that fix it (`ngram-tables`), then mixing that depends on the context (`ngram-ctx`).
-#
-# - **Tables.** Unigram counts (add-one smoothed) for context length 0. For context length 1, every token keeps
-#   its total $N$, its number of distinct continuations $T$ and its `slots_short` most frequent continuations.
-#   Contexts of 2 to 16 tokens are hashed into `2^buckets_log2` buckets per length, each bucket keeping $N$, $T$
-#   and its `slots` most frequent continuations. Whatever a context counted outside its slots joins its back-off
-#   mass. Memory is fixed when the model is built. `ngram` keeps 32 and 4 continuations; `ngram-tables` 256 and 8.
-# - **Check bits** (`check_bits`, 31 in `ngram-tables`, none in `ngram`): every bucket also holds a fingerprint of
-#   the context that owns it (the first one counted there). Counts of any other context landing in that bucket are
-#   dropped, and reading such a context finds it unseen, so it backs off. Without them an unseen context that lands
-#   in an occupied bucket reads its occupant's counts: a *false hit*.
-# - **Smoothing.** Interpolated, so that each $P_k$ is a proper distribution over the whole vocabulary:
-#   $P_k(\cdot \mid c) = a_k P_{k-1}(\cdot \mid c') + s_k$, with $s_k$ non-zero on the context's slots only and
-#   $a_k$ its escape. `ngram` uses Witten-Bell (PPM's escape method C): slot counts weigh $1/(N+T)$ each.
-#   `ngram-tables` uses modified absolute discounting (Chen and Goodman's three discounts $D_1, D_2, D_{3+}$,
-#   estimated from the tables' count-of-counts per context length): each slot loses its discount, and what the
-#   slots lose plus the unlisted mass is the escape.
-# - **The mixture.** $P_\text{mix} = \sum_k \pi_k P_k$ over context lengths 0 to 16. In `ngram` and
-#   `ngram-tables`, $\pi$ is the softmax of 17 learned logits: one global weight per length. In `ngram-ctx`,
-#   $\pi$ and the bias scale are computed **per position**: the global logits plus a small linear layer (48 inputs,
-#   18 outputs, starting at zero) of the position's count features, per context length whether the context is
-#   known, $\log(1 + N)/8$ and $T/(N+T)$. It reads the tables only, never the network.
-# - **The bias.** $\text{bias}_t = (1 - s) \log \text{floor}_t + s \log P_\text{mix}(\cdot \mid x_{\le t})$,
-#   where $\text{floor}_t = \text{coef}_0 P_0$ is the part of $P_\text{mix}$ that backed off all the way to the
-#   unigram and $s$ is a learned scale ($s = 1$: the n-gram distribution itself). It is added to the network's
-#   capped logits before the one softmax, which renormalises.
-# - **Training and evaluation read the tables differently.** A training batch of fold $f$ reads the *other*
-#   fold's tables, in a sparse form: the dense vector $\log P_0$ plus corrections scattered at the tokens that
-#   have entries, which equals the bias up to a per-position constant that the softmax cancels (so nothing of
-#   size batch x sequence x vocabulary is built besides the logits). Evaluation (uncharged) computes the dense
-#   formula from the **average of both folds'** $P_\text{mix}$ and floors, with the tables as they stand at the
-#   end of training.
-# - **Counting** sees training tokens only: the training shards counted up front inside the charged clock (recipe
-#   `ngram` and its descendants), or batches as they stream past (`ngram-stream`: the first epoch, after the step
-#   that used them).
-# - **Cross-fitting.** Two sets of tables: window $i$ of the training split belongs to fold $i \bmod 2$, every
-#   batch comes from one fold, and a batch reads only the *other* fold's counts. Without this, a run that sees its
-#   data more than once (ours do: 2 CPU cores and 1.6 MB of text mean several epochs) trains the mixture on
-#   counts that already contain the answer.
+# While the network trains, an n-gram model is counted from the training tokens, and at every position its
+# prediction over the **whole** vocabulary, computed from the context alone, is added to the network's logits
+# before the softmax, which renormalises. It is a **learning change** (it changes what is computed), so the
+# project's rule (`frontier.study.compare.RULE`) judges it by a paired gain over the rung below, `bigram`, at equal
+# steps first and then at equal budget. The box below is computed from the ladder's and the ablation's records
+# when the chapter runs.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -84,28 +42,141 @@ from IPython.display import Markdown, display
 from frontier.data.dataset import profile_dataset
 from frontier.data.loader import TrainLoader, eval_windows
 from frontier.devices import select_device
-from frontier.figures import new_figure, save_figure
+from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.model.ngram import explain_positions, false_hit_rate, shard_batches
+from frontier.model.ngram.mix import NGramMix
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
 from frontier.study import experiments as ex
 from frontier.study import report
 from frontier.study.bench import format_bench
 from frontier.study.bench_ngram import format_ngram_bench, run_ngram_bench
-from frontier.study.compare import compare, format_comparison
+from frontier.study.compare import RULE, compare, format_comparison
 from frontier.study.compressors import compressor_bpb
+from frontier.study.ladder import (WRITEUP_TRN2, bpb_cell, judged_rows, ladder_rows, latest_ladder_record,
+                                   repo_path, steps_span)
 from frontier.study.ngram_orders import DEFAULT_VARIANTS, format_order_curve, run_order_curve
+from frontier.study.sweep import newest_sweep
 from frontier.train.trainer import build_model, evaluate_run, load_run_model
 
 P = get_profile(profile)
 figures = Path(figures_dir)
-data = profile_dataset(P)
+log_lines = []  # what the experiments say about reusing or training each run: printed in the appendix
+log = log_lines.append
+data = profile_dataset(P, log=log)
 print(ex.code_banner())
+
+# %%
+# The n-gram rung and the rung below it (`bigram`: the same network, no counts), as the ladder judged them (its
+# newest record for this profile; without one, this execution's runs judged the same way), and the leave-one-out
+# ablation's row that takes the mix out of `ngram` at the same budget.
+before = ex.seeds("bigram", P, root=run_root, log=log)
+shards = ex.seeds("ngram", P, root=run_root, log=log)
+ladder_rec = latest_ladder_record(P.name, root=run_root)
+if ladder_rec is not None:
+    rungs = {r["recipe"]: r for r in judged_rows(ladder_rec["rows"]) if "mean" in r}
+    ladder_from = f"the ladder record `{repo_path(ladder_rec['path'])}`"
+else:
+    rungs = {r["recipe"]: r for r in ladder_rows({"bigram": before, "ngram": shards}) if "mean" in r}
+    ladder_from = f"this execution's runs (no ladder record for the `{P.name}` profile)"
+rung = rungs["ngram"]
+below = rungs[rung["over"]]
+sweep = newest_sweep(run_root, P.name, "ablation-final-budget")
+loo = None if sweep is None else next((r for r in sweep["rows"] if r.get("recipe") == "bigram" and "gain" in r), None)
+if loo is None:
+    loo_text = f"the leave-one-out ablation has no record for the `{P.name}` profile"
+else:
+    base_row = next(r for r in sweep["rows"] if "gain" not in r)
+    runs_of = lambda row: sorted(repo_path(v["run_dir"]) for v in row["runs"].values())
+    same = runs_of(loo) == sorted(below["runs"]) and runs_of(base_row) == sorted(rung["runs"])
+    loo_text = (f"the leave-one-out ablation (sweep `{sweep['name']}`) takes the mix out of `ngram`: "
+                f"{-loo['gain']:+.4f} bpb worse (p = {loo['p']:.3f}, {loo['verdict']}), "
+                + ("read from the same runs, so not a second measurement" if same else
+                   f"from runs of its own ({steps_span([v['steps'] for v in loo['runs'].values()])} without the mix)"))
+# the mix measured at equal steps, where a sweep did: on the sized recipe `ngram-tuned` (not the ladder's rung)
+tuned = newest_sweep(run_root, P.name, "ablation-ngram-400")
+tuned_row = None if tuned is None else next((r for r in tuned["rows"] if r.get("name") == "- n-gram mix"), None)
+gain_spread = f" ± {rung['gain_std']:.4f}" if rung.get("gain_std") == rung.get("gain_std") and rung["n"] > 1 else ""
+gain_p = f", p = {rung['p']:.3f}" if rung.get("p") is not None and rung["p"] == rung["p"] else ""  # NaN: no test
+equal_steps_note = "" if rung.get("equal_steps") else (
+    " (the rule asks first for a gain at equal steps; no sweep measured `ngram` against `bigram` at equal steps"
+    + ("" if tuned_row is None else
+       f"; on the sized recipe `{tuned['base']}`, taking the mix out at {tuned['steps']} steps cost "
+       f"{-tuned_row['gain']:+.4f} bpb, p = {tuned_row['p']:.3f}, {len(tuned['seeds'])} seeds, sweep `{tuned['name']}`")
+    + ")")
+display(Markdown(report.finding_box(
+    "the n-gram mix",
+    f"the mix was worth about {WRITEUP_TRN2['ngram_gain']} bpb, their largest late gain, against a run-to-run noise "
+    f"of up to {WRITEUP_TRN2['noise']} bpb (their data, tokenizer and 14 x 512 network: not comparable with ours "
+    "number for number)",
+    f"`ngram` {bpb_cell(rung)} against `bigram` {bpb_cell(below)} at equal budget: gain "
+    f"**{rung['gain']:+.4f}{gain_spread} bpb** (paired by seed{gain_p}), from {ladder_from}; "
+    f"{loo_text}",
+    f"{rung['verdict']}{equal_steps_note}",
+)))
+
+# %% [markdown]
+# ## The mechanism
+#
+# Public attempts at this were often invalid: hashing the *target* into the lookup key gives a "distribution" that
+# does not sum to one, and scores far below any real model came out of that bug (the figures are in
+# `shared/reference/recipes.md`, theirs). A valid mix adds, at every position, a bias over the **whole** vocabulary
+# computed from the context alone. These are the package's lines that are the idea: the dense bias evaluation adds,
+# and the sparse form a training batch adds (`frontier/model/ngram/mix.py`):
+
+# %%
+display(Markdown(report.source_of(NGramMix.bias, NGramMix.add_to)))
+train_tokens = data.manifest["train"]["tokens"]
+print(f"a run of `ngram` reads the training split {min(report.epochs(r, train_tokens) for r in shards):.2f}-"
+      f"{max(report.epochs(r, train_tokens) for r in shards):.2f} times ({train_tokens:,} training tokens)")
 for name in ("ngram", "ngram-tables", "ngram-ctx"):
     n = resolve(name, P).model.ngram
     print(f"{name}: contexts up to {n.max_order} tokens; {n.slots_short} continuations per one-token context; "
           f"2^{n.buckets_log2} buckets per longer context length, {n.slots} continuations per bucket; check bits "
           f"{n.check_bits}; {n.smoothing}; mixer {n.mixer}; {n.folds} folds")
+
+# %% [markdown]
+# `frontier/model/ngram/` builds a mix that is valid by construction (its module docstring has every formula). The
+# chapter shows the mix as first built (recipe `ngram`, the ladder's rung), then what was wrong with its counts and
+# the tables that fix it (`ngram-tables`), then mixing that depends on the context (`ngram-ctx`).
+#
+# - **Tables.** Unigram counts (add-one smoothed) for context length 0. For context length 1, every token keeps
+#   its total $N$, its number of distinct continuations $T$ and its `slots_short` most frequent continuations.
+#   Contexts of 2 to `max_order` tokens are hashed into `2^buckets_log2` buckets per length, each bucket keeping
+#   $N$, $T$ and its `slots` most frequent continuations. Whatever a context counted outside its slots joins its
+#   back-off mass. Memory is fixed when the model is built (each recipe's sizes are printed above).
+# - **Check bits** (`check_bits`; none in `ngram`): every bucket also holds a fingerprint of the context that owns
+#   it (the first one counted there). Counts of any other context landing in that bucket are dropped, and reading
+#   such a context finds it unseen, so it backs off. Without them an unseen context that lands in an occupied
+#   bucket reads its occupant's counts: a *false hit*.
+# - **Smoothing.** Interpolated, so that each $P_k$ is a proper distribution over the whole vocabulary:
+#   $P_k(\cdot \mid c) = a_k P_{k-1}(\cdot \mid c') + s_k$, with $s_k$ non-zero on the context's slots only and
+#   $a_k$ its escape. `ngram` uses Witten-Bell (PPM's escape method C): slot counts weigh $1/(N+T)$ each.
+#   `ngram-tables` uses modified absolute discounting (Chen and Goodman's three discounts $D_1, D_2, D_{3+}$,
+#   estimated from the tables' count-of-counts per context length): each slot loses its discount, and what the
+#   slots lose plus the unlisted mass is the escape.
+# - **The mixture.** $P_\text{mix} = \sum_k \pi_k P_k$ over context lengths 0 to `max_order`. In `ngram` and
+#   `ngram-tables`, $\pi$ is the softmax of learned logits: one global weight per length. In `ngram-ctx`, $\pi$
+#   and the bias scale are computed **per position**: the global logits plus a small linear layer (starting at
+#   zero) of the position's count features, per context length whether the context is known, $\log(1 + N)/8$ and
+#   $T/(N+T)$. It reads the tables only, never the network.
+# - **The bias** (the lines above). $\text{bias}_t = (1 - s) \log \text{floor}_t + s \log P_\text{mix}(\cdot \mid
+#   x_{\le t})$, where $\text{floor}_t = \text{coef}_0 P_0$ is the part of $P_\text{mix}$ that backed off all the
+#   way to the unigram and $s$ is a learned scale ($s = 1$: the n-gram distribution itself). It is added to the
+#   network's capped logits before the one softmax, which renormalises.
+# - **Training and evaluation read the tables differently.** A training batch of fold $f$ reads the *other*
+#   fold's tables, in a sparse form: the dense vector $\log P_0$ plus corrections scattered at the tokens that
+#   have entries, which equals the bias up to a per-position constant that the softmax cancels (so nothing of
+#   size batch x sequence x vocabulary is built besides the logits). Evaluation (uncharged) computes the dense
+#   formula from the **average of both folds'** $P_\text{mix}$ and floors, with the tables as they stand at the
+#   end of training.
+# - **Counting** sees training tokens only: the training shards counted up front inside the charged clock (recipe
+#   `ngram` and its descendants), or batches as they stream past (`ngram-stream`: the first epoch, after the step
+#   that used them).
+# - **Cross-fitting.** Two sets of tables: window $i$ of the training split belongs to fold $i \bmod 2$, every
+#   batch comes from one fold, and a batch reads only the *other* fold's counts. Without this, a run that reads
+#   its data more than once (ours do: the epochs are printed above) trains the mixture on counts that already
+#   contain the answer.
 
 # %% [markdown]
 # ## What the tables hold, and what counting costs
@@ -132,7 +203,7 @@ display(Markdown(report.markdown_table(
     {"share": ".1%"})))
 
 # %% [markdown]
-# From context length 4 on, most buckets hold counts. Without check bits, that is also the chance that a
+# The table's last column is the share of buckets that hold counts. Without check bits, that is also the chance that a
 # validation context never seen in training reads somebody else's counts. `false_hit_rate` measures it exactly:
 # a validation position's context is unseen when its 64-bit hash is the hash of no context counted into that fold,
 # and it is a false hit when the tables report it seen anyway.
@@ -181,8 +252,8 @@ print(f"random tokens: contexts of length >= 8 reported seen: {int(ng.known(nois
 # training every context already holds the batch's own continuation. One seed is enough to see it:
 
 # %%
-insample = ex.run("ngram-insample", P, seed=0, root=run_root)
-print(f"in-sample counts: val_bpb {insample['val_bpb']:.4f}; learned scale on the bias {insample['ngram']['scale']:.2f}")
+insample = ex.run("ngram-insample", P, seed=0, root=run_root, log=log)
+print(f"in-sample counts: val_bpb {report.bpb(insample)}; learned scale on the bias {insample['ngram']['scale']:.2f}")
 
 # %% [markdown]
 # ## What it costs per step
@@ -195,9 +266,8 @@ print(f"in-sample counts: val_bpb {insample['val_bpb']:.4f}; learned scale on th
 
 # %%
 bench = ex.bench(["bigram", "ngram", "ngram-stream", "ngram-tables", "ngram-ctx"], P, root=run_root,
-                 steps=10 if P.name != "smoke" else 3, repeats=3 if P.name != "smoke" else 2, memory=False)
+                 steps=10 if P.name != "smoke" else 3, repeats=3 if P.name != "smoke" else 2, memory=False, log=log)
 print(format_bench(bench))
-print(f"bench record: {bench['path']} (code {report.short_code(bench['code'])})")
 rate = {r["recipe"]: r["tokens_per_s_median"] for r in bench["rows"]}
 overhead = {name: 1 - rate[name] / rate["bigram"] for name in rate if name != "bigram"}
 print("share of step time the bias takes: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in overhead.items()))
@@ -209,9 +279,8 @@ print("share of step time the bias takes: " + ", ".join(f"{k} {100 * v:.1f}%" fo
 # little every step of the first epoch, and early in the run the tables are nearly empty. Both at equal budget:
 
 # %%
-shards = ex.seeds("ngram", P, root=run_root)
-stream = ex.seeds("ngram-stream", P, root=run_root)
-display(Markdown(report.runs_table(shards + stream)))
+stream = ex.seeds("ngram-stream", P, root=run_root, log=log)  # `shards`: the `ngram` runs of the box
+print(f"val_bpb counting the shards {report.bpb_group(shards)}; streaming {report.bpb_group(stream)}")
 g_count, d_count = compare(shards + stream)
 print(format_comparison(g_count, d_count))
 print(f"counting the shards took {shards[0]['ngram']['counting_s']:.1f} charged seconds of {P.budget_s:g}")
@@ -228,7 +297,6 @@ print(f"counting the shards took {shards[0]['ngram']['counting_s']:.1f} charged 
 counting = run_ngram_bench(P.name, "ngram-tables", repeats=3 if P.name != "smoke" else 1, log=lambda *a: None,
                            out=Path(run_root) / P.name / "bench")
 print(format_ngram_bench(counting))
-print(f"bench record: {counting['path']} (code {report.short_code(counting['code'])})")
 count_rate = counting["rows"][0]["tokens_per_s_median"]
 
 # %% [markdown]
@@ -259,7 +327,6 @@ variants = DEFAULT_VARIANTS if P.name != "smoke" else {
 orders = run_order_curve(P.name, variants=variants, data=data, log=lambda *a: None,
                          orders=None if P.name != "smoke" else [0, 1, 2, 4, 16], out=Path(run_root) / P.name / "bench")
 print(format_order_curve(orders))
-print(f"record: {orders['path']} (code {report.short_code(orders['code'])})")
 fig, ax = new_figure(7.2, 4.2)
 for row in orders["rows"]:
     ks = [s["order"] for s in row["scores"] if np.isfinite(s["val_bpb"])]
@@ -285,9 +352,9 @@ display(Markdown(report.markdown_table(
 # What the curves say, row by row (the numbers are the record's above):
 #
 # - **False hits are what made long contexts useless.** Without check bits both discounting smoothings get
-#   *worse* past length 3 (Witten-Bell is infinite from length 2 on, see below): most unseen long contexts read
-#   another context's counts. With check bits the same tables improve
-#   all the way to 16. This is why the learned mixture of `ngram` gives the long contexts almost no weight.
+#   *worse* once the context is a few tokens long (Witten-Bell is infinite from short contexts on, see below):
+#   most unseen long contexts read another context's counts. With check bits the same tables improve all the way
+#   to the longest context. This is why the learned mixture of `ngram` gives the long contexts little weight.
 # - **Witten-Bell can give zero probability here** (the infinite points are left out of the plot). Its $T$, the
 #   number of distinct continuations, comes from a hashed set of seen (context, token) pairs that under-counts
 #   when two pairs share a bit; a context whose every continuation collided has $T = 0$, hence no escape, hence
@@ -307,14 +374,15 @@ display(Markdown(report.markdown_table(
 # %% [markdown]
 # ## The n-gram model alone, mixed: global weights or per context
 #
-# `ngram-only`, `ngram-only-tables` and `ngram-only-ctx` learn only the mixing (no network) for 30 charged
-# seconds each, the counting included, three seeds each.
+# `ngram-only`, `ngram-only-tables` and `ngram-only-ctx` learn only the mixing (no network) for a short charged
+# budget each (printed below), the counting included, the profile's seeds each.
 
 # %%
 budget_alone = min(P.budget_s, 30.0)
-alone = {name: ex.seeds(name, P, root=run_root, budget_s=budget_alone)
+alone = {name: ex.seeds(name, P, root=run_root, budget_s=budget_alone, log=log)
          for name in ("ngram-only", "ngram-only-tables", "ngram-only-ctx")}
 g_alone, d_alone = compare([r for rs in alone.values() for r in rs], paired=True)
+print(f"{budget_alone:g} charged s each: " + "; ".join(f"{k} {report.bpb_group(rs)}" for k, rs in alone.items()))
 print(format_comparison(g_alone, d_alone))
 g_actx, d_actx = compare(alone["ngram-only-tables"] + alone["ngram-only-ctx"], paired=True)
 print(format_comparison(g_actx, d_actx))
@@ -323,12 +391,14 @@ print(format_comparison(g_actx, d_actx))
 # ## The gain at equal budget, with the network
 #
 # The previous best recipe (`bigram`, chapter 4's runs), the first mix (`ngram`), the better tables
-# (`ngram-tables`) and the per-context mixing (`ngram-ctx`), each at the full budget, three seeds, paired by seed.
+# (`ngram-tables`) and the per-context mixing (`ngram-ctx`), each at the full budget, the profile's seeds, paired
+# by seed.
 
 # %%
-before = ex.seeds("bigram", P, root=run_root)
-better = ex.seeds("ngram-tables", P, root=run_root)
-ctx = ex.seeds("ngram-ctx", P, root=run_root)
+better = ex.seeds("ngram-tables", P, root=run_root, log=log)  # `before` (bigram) and `shards` (ngram): the box's
+ctx = ex.seeds("ngram-ctx", P, root=run_root, log=log)
+for recs in (before, shards, better, ctx):
+    print(f"{recs[0]['recipe']}: val_bpb {report.bpb_group(recs)}")
 groups, diffs = compare(before + shards + better + ctx, paired=True)
 print(format_comparison(groups, diffs))
 g_net, d_net = compare(shards + better, paired=True)
@@ -339,37 +409,55 @@ fig, ax = new_figure(6.4, 3.4)
 for i, g in enumerate(groups):
     ax.scatter([i] * g.n, g.values, s=14)
     ax.errorbar([i + 0.15], [g.mean], yerr=[g.std if g.n > 1 else 0], fmt="k_", capsize=3)
-ax.set_xticks(range(len(groups)), [g.name.split()[0] for g in groups], fontsize=8)
+ax.set_xticks(range(len(groups)), [f"{recs[0]['recipe']}\n{steps_span([r['steps'] for r in recs])}"
+                               for recs in (before, shards, better, ctx)], fontsize=8)
 ax.set_ylabel("val_bpb")
 ax.set_title(f"{P.name}: the mix at equal budget ({P.budget_s:g} charged s)\neach seed and mean ± std", fontsize=9)
 save_figure(fig, figures / f"06_gain_{P.name}.png")
 fig
 
-# %% [markdown]
-# **Reading the gain.** In the execution committed here (AMD EPYC, 2 cores, code and records as printed), every
-# mix beats `bigram` beyond the noise, but the tables that win alone by 0.2 bits per byte do *not* win mixed with
-# the network at this budget: `ngram-tables` lands above the first mix, and per-context mixing recovers only part
-# of that (both differences inside the noise at three seeds; the verdicts are above and in the summary at the
-# end). The four groups come from two sessions on the same CPU model: `bigram` and `ngram` are the ladder's runs
-# (chapter 07, one session), `ngram-tables` and `ngram-ctx` an earlier session's. Their step counts overlap (the
-# records' `steps`), and the better tables' runs took as many steps as the first mix's although their step is the
-# slower one in the bench above: the earlier session's machine ran faster, so that drift, if anything, flatters
-# the better tables. The learned mixtures, in the records and the next figure, show how differently the two mixes
-# behave: the first mix puts most of its weight on context length 0, so its bias is close to $\log P_0$ with mild
-# corrections; the better tables' mix puts nearly all of it on the longest contexts, whose $P_k$ is the whole
-# back-off chain, peaked at a context's few continuations. Where such a bias is wrong, the network's softcapped
-# logits (at most 15 in size) cannot overrule it. What this chapter did not measure and the next experiment
-# should: whether the mixture, learning fastest while the network is still weak, fits the counts alone and keeps
-# that fit (a later start, a lower rate or a refit of the mixture at the end would tell); the four recipes trained
-# in one session; and the counts that check bits drop (the miss rate printed at the top). So the competition's
-# recipes keep the first mix's tables; the better tables are the n-gram model's own best and the adaptive
-# comparison's below.
+# %%
+# the n-gram rung's runs against the rung below, against steps and against charged reference seconds
+fig, (ax_s, ax_t) = new_figure(10.4, 3.8, ncols=2)
+seed_list = sorted({r["seed"] for r in before})
+for ax, x in ((ax_s, "step"), (ax_t, "charged_s")):
+    loss_curve_figure(before + shards, x=x, smooth=5, ax=ax)
+    for line, r in zip(ax.lines, before + shards):
+        line.set_color("C0" if r["recipe"] == "bigram" else "C1")
+        line.set_linestyle(["-", "--", ":"][seed_list.index(r["seed"]) % 3])
+    ax.legend(fontsize=7, ncols=2)
+ax_s.set_xlabel("step")
+ax_t.set_xlabel("charged seconds (reference clock)")
+ax_s.set_title(f"{P.name}: train loss against steps", fontsize=10)
+ax_t.set_title(f"{P.name}: against charged reference seconds", fontsize=10)
+save_figure(fig, figures / f"06_loss_{P.name}.png")
+fig
+
+# %%
+codes = {name: sorted({report.short_code(r.get("code")) for r in recs})
+         for name, recs in (("bigram", before), ("ngram", shards), ("ngram-tables", better), ("ngram-ctx", ctx))}
+one_sitting = len({tuple(c) for c in codes.values()}) == 1
+display(Markdown(
+    "**Reading the gain.** Against `bigram`, at equal budget and paired by seed: "
+    + "; ".join(f"`{d.b.split()[0]}` {d.delta:+.4f} bpb ({d.verdict})" for d in diffs)
+    + f". The better tables against the first mix: {d_net[0].delta:+.4f} ({d_net[0].verdict}); per-context mixing "
+    f"against global weights on the better tables: {d_ctx[0].delta:+.4f} ({d_ctx[0].verdict}). The groups were "
+    + ("trained by one code version (" + ", ".join(codes["ngram"]) + ")." if one_sitting else
+       "trained by different code versions (" + "; ".join(f"`{k}` {', '.join(v)}" for k, v in codes.items())
+       + "): not one interleaved sitting, so a difference between them also carries the machine's drift between "
+         "sessions (the step counts are in the table above).")
+    + " The competition's recipes keep the first mix's tables (`ngram`); the better tables are the n-gram model's "
+      "own best, and the adaptive comparison's below. What this chapter did not measure: whether the mixture, "
+      "learning fastest while the network is still weak, fits the counts alone and keeps that fit (a later start, "
+      "a lower rate or a refit of the mixture at the end would tell), and the counts that check bits drop (the miss "
+      "rate printed above)."
+))
 
 # %% [markdown]
 # ## What the mixing learned
 #
 # The global weights over context lengths after training (seed 0) of `ngram` and `ngram-tables`, and the learned
-# scale on the bias. With false hits gone, the longer contexts earn weight.
+# scale on the bias (one seed each).
 
 # %%
 fig, axes = new_figure(8.0, 3.2, ncols=2)
@@ -383,6 +471,17 @@ for ax, rec in zip(axes, [shards[0], better[0]]):
 save_figure(fig, figures / f"06_mixture_{P.name}.png")
 fig
 
+# %%
+weights = {rec["recipe"]: rec["ngram"]["mixture"] for rec in (shards[0], better[0])}
+display(Markdown(
+    "Where the weight went (seed 0): " + "; ".join(
+        f"`{k}` {w[0]:.0%} on context length 0 and {sum(w[-4:]):.0%} on the four longest ({len(w) - 4}-{len(w) - 1})"
+        for k, w in weights.items())
+    + ". A mix whose weight sits at length 0 adds a bias close to $\\log P_0$ with mild corrections; one whose "
+      "weight sits on the longest contexts adds their whole back-off chain, peaked at a context's few "
+      "continuations, and where such a bias is wrong the network's softcapped logits cannot overrule it."
+))
+
 # %% [markdown]
 # ## Where the counts win and where the network wins
 #
@@ -391,15 +490,11 @@ fig
 # network loses there when its counts are taken away (positive) or gains (negative), coloured by the mixture's
 # expected context length at that position, the per-context weighting at work.
 #
-# What this measures is how much a network *trained with* the counts depends on them, not what the counts are
-# worth. That network learned alongside the bias and left to it what the counts predict well, so taking the bias
-# away removes knowledge the network never acquired: the loss is several bits a token, far more than the counts
-# add over a network trained without them. Their worth is the gain at equal budget above, `ngram-ctx` against
-# `bigram` (the same network and budget, no counts), printed after the figure in the same unit, bits a token. The
-# figure shows *where* in a passage the trained network leans on its counts, not by how much they improve it.
+# Taking the counts away from a network trained with them measures how much that network *depends* on them, which is
+# not what they are *worth*; the text after the figure gives both, computed.
 
 # %%
-model, mcfg = load_run_model(ex.run("ngram-ctx", P, seed=0, root=run_root, need_checkpoint=True)["run_dir"])
+model, mcfg = load_run_model(ex.run("ngram-ctx", P, seed=0, root=run_root, need_checkpoint=True, log=log)["run_dir"])
 w = next(eval_windows(data.val_tokens(), P.seq_len, 1))
 why = {k: v[0] for k, v in explain_positions(model, w.inputs, w.targets).items()}
 n_show = min(160, P.seq_len)
@@ -428,13 +523,19 @@ display(Markdown("Where the counts won most:\n\n" + "\n".join(f"- {show(int(i))}
                  + "\n\nWhere they cost most:\n\n" + "\n".join(f"- {show(int(i))}" for i in order[:5])))
 worth = next(d for d in diffs if d.b.startswith("ngram-ctx"))  # against `bigram`, trained without the counts
 bytes_per_token = data.val_bytes / data.manifest["val"]["tokens"]
-print(f"this passage: without its counts the network trained with them loses {why['gain_bits'].sum():+.1f} bits "
-      f"over {len(pieces)} tokens ({why['gain_bits'].mean():+.2f} bits a token); they help at "
-      f"{(why['gain_bits'] > 0).float().mean():.0%} of the positions. That is its dependence on them.\n"
-      f"What they are worth, measured at equal budget: {worth.b.split()[0]} - {worth.a.split()[0]} = "
-      f"{worth.delta:+.4f} bits per byte "
-      f"(mean of {worth.pairs} seeds, {worth.verdict}), about {-worth.delta * bytes_per_token:+.2f} bits a token "
-      f"saved ({bytes_per_token:.2f} validation bytes per token).")
+dependence, worth_token = why["gain_bits"].mean().item(), -worth.delta * bytes_per_token
+display(Markdown(
+    f"**Which it is.** Taken away from `ngram-ctx` (seed 0, {report.bpb(ctx[0])}), which trained with them, the "
+    f"counts cost {why['gain_bits'].sum():+.1f} bits over the passage's {len(pieces)} tokens ({dependence:+.2f} bits a "
+    f"token; they help at {(why['gain_bits'] > 0).float().mean():.0%} of the positions). That number is how much a "
+    f"network trained with the bias **depends** on it: it learned alongside the bias and left to it what the counts "
+    f"predict, so without the bias it lacks what it never learned. What the bias is **worth** is the gain over a "
+    f"network trained without it at the same budget: `{worth.b.split()[0]}` - `{worth.a.split()[0]}` = "
+    f"{worth.delta:+.4f} bpb (mean of {worth.pairs} seeds paired, {worth.verdict}), about {worth_token:+.2f} bits a "
+    f"token ({bytes_per_token:.2f} validation bytes a token)"
+    + (f", {dependence / worth_token:.0f} times less than the dependence." if worth_token > 0 else ".")
+    + " The figure shows *where* the trained network leans on its counts, not by how much they improve it."
+))
 
 # %% [markdown]
 # ## The n-gram model against the compressors, on equal terms
@@ -452,11 +553,11 @@ adaptive_batch = 1 if P.name != "smoke" else P.eval_batch_size  # window by wind
 adaptive = []
 scored = ["ngram-only", "ngram-only-tables", "ngram-only-ctx", "ngram-tables", "ngram-ctx"]
 for name in scored if P.name != "smoke" else ["ngram-only-ctx", "ngram-ctx"]:  # smoke: two, window by window is slow
-    rec = ex.run(name, P, seed=0, root=run_root, need_checkpoint=True,
+    rec = ex.run(name, P, seed=0, root=run_root, need_checkpoint=True, log=log,
                  budget_s=budget_alone if name.startswith("ngram-only") else None)
     score = evaluate_run(rec["run_dir"], data, device, log=lambda *a: None, adaptive=True,
                          adaptive_batch=adaptive_batch)
-    adaptive.append({"model": f"{name} (seed 0)", "val_bpb": score["val_bpb"],
+    adaptive.append({"model": f"{name} (seed 0, {rec['steps']:,} steps)", "val_bpb": score["val_bpb"],
                      "val_bpb_adaptive": score["val_bpb_adaptive"]})
 comp = compressor_bpb(data)
 rows = adaptive + [{"model": c["compressor"], "val_bpb": None, "val_bpb_adaptive": c["val_bpb"]} for c in comp]
@@ -475,10 +576,11 @@ display(Markdown(report.markdown_table(sorted(rows, key=lambda r: r["val_bpb_ada
 scan = []
 for frac in (0.25, 0.5) if P.name != "smoke" else (0.5,):
     b = P.budget_s * frac
-    r0 = ex.run("bigram", P, seed=0, root=run_root, budget_s=b, label=f"bigram-{b:g}s")
-    r1 = ex.run("ngram", P, seed=0, root=run_root, budget_s=b, label=f"ngram-{b:g}s")
-    scan.append({"budget_s": b, "bigram": r0["val_bpb"], "ngram": r1["val_bpb"], "gain": r0["val_bpb"] - r1["val_bpb"]})
-scan.append({"budget_s": P.budget_s, "bigram": groups[0].mean, "ngram": groups[1].mean,
+    r0 = ex.run("bigram", P, seed=0, root=run_root, budget_s=b, label=f"bigram-{b:g}s", log=log)
+    r1 = ex.run("ngram", P, seed=0, root=run_root, budget_s=b, label=f"ngram-{b:g}s", log=log)
+    scan.append({"budget_s": b, "bigram": report.bpb(r0), "ngram": report.bpb(r1),
+                 "gain": r0["val_bpb"] - r1["val_bpb"]})
+scan.append({"budget_s": P.budget_s, "bigram": report.bpb_group(before), "ngram": report.bpb_group(shards),
              "gain": groups[0].mean - groups[1].mean})
 display(Markdown(report.markdown_table(scan, {"budget_s": "budget s", "bigram": "bigram", "ngram": "ngram",
                                               "gain": "gain (bigram - ngram)"}, {"budget_s": ".0f"})))
@@ -487,7 +589,7 @@ ax.plot([s["budget_s"] for s in scan], [s["gain"] for s in scan], "o-")
 ax.axhline(0, color="grey", lw=0.8)
 ax.set_xlabel("charged budget (s)")
 ax.set_ylabel("val_bpb gain from the mix")
-ax.set_title(f"{P.name}: the n-gram gain against the budget")
+ax.set_title(f"{P.name}: the n-gram gain against the budget\n(shorter budgets: one seed each; the full budget: mean of {len(shards)})", fontsize=10)
 save_figure(fig, figures / f"06_gain_vs_budget_{P.name}.png")
 fig
 
@@ -503,12 +605,12 @@ best_comp = min(comp, key=lambda c: c["val_bpb"])
 ad = {r["model"].split(" ")[0]: r["val_bpb_adaptive"] for r in adaptive}
 display(Markdown(
     f"- val_bpb at {P.budget_s:g} charged seconds (mean ± std over seeds, paired by seed against `bigram`): "
-    + "; ".join(f"`{g.name.split()[0]}` {report.pm(g.values)}" for g in groups) + ". "
+    + "; ".join(f"`{recs[0]['recipe']}` {report.bpb_group(recs)}" for recs in (before, shards, better, ctx)) + ". "
     + "; ".join(f"`{d.b.split()[0]}` - `{d.a.split()[0]}` {d.delta:+.4f} ({d.verdict})" for d in diffs) + ".\n"
     f"- Better tables against the first mix: {d_net[0].delta:+.4f} ({d_net[0].verdict}); per-context mixing "
     f"against global weights on the better tables: {d_ctx[0].delta:+.4f} ({d_ctx[0].verdict}).\n"
     f"- The n-gram model alone ({budget_alone:g} charged s): "
-    + "; ".join(f"`{g.name.split()[0]}` {report.pm(g.values)}" for g in g_alone)
+    + "; ".join(f"`{k}` {report.bpb_group(rs)}" for k, rs in alone.items())
     + f"; per-context mixing against global weights: {d_actx[0].delta:+.4f} ({d_actx[0].verdict}).\n"
     f"- Adaptive evaluation (not the competition's score): "
     + "; ".join(f"`{k}` {v:.4f}" for k, v in ad.items())
@@ -516,11 +618,35 @@ display(Markdown(
     f"- False hits on the validation split: `ngram` tables {false_hits['ngram-only']['false_hit_rate']:.2%}, "
     f"`ngram-tables` {false_hits['ngram-only-tables']['false_hit_rate']:.2%}.\n"
     f"- Counting shards vs streaming (first mix): streaming - shards = {d_count[0].delta:+.4f} ({d_count[0].verdict}); "
-    f"without cross-fitting (counts read in-sample): {insample['val_bpb']:.4f}.\n"
+    f"without cross-fitting (counts read in-sample): {report.bpb(insample)}.\n"
     f"- Cost: the bias takes " + ", ".join(f"{100 * v:.1f}% (`{k}`)" for k, v in overhead.items())
     + f" of step time; counting runs at {count_rate:,.0f} tokens/s; tables "
-    + ", ".join(f"{t.table_mib():.0f} MiB (`{k}`)" for k, t in tables.items()) + ".\n"
-    f"- Code behind these numbers: the benches ran code {report.short_code(bench['code'])}; the runs:\n"
-    + report.provenance(shards + stream + before + better + ctx + [insample]
-                        + [r for rs in alone.values() for r in rs])
+    + ", ".join(f"{t.table_mib():.0f} MiB (`{k}`)" for k, t in tables.items()) + "."
 ))
+
+# %% [markdown]
+# ## Appendix: where the numbers come from
+#
+# The rule the verdicts follow, the ladder and sweep records the box reads, the run records (folders, the code that
+# trained each, and the code that reproduced a reused one), the bench records, and what the experiments said about
+# each run as the chapter ran.
+
+# %%
+print(RULE)
+print()
+print(f"box: the n-gram rung from {ladder_from}; the leave-one-out from "
+      + (f"`{repo_path(sweep['path'])}` (code {report.short_code(sweep.get('code'))})" if sweep else "no sweep record"))
+if tuned is not None:
+    print(f"the mix at equal steps on `{tuned['base']}`: `{repo_path(tuned['path'])}` "
+          f"(code {report.short_code(tuned.get('code'))})")
+if ladder_rec is not None:
+    print(f"ladder record code {report.short_code(ladder_rec.get('code'))}; its `ngram` runs {', '.join(rung['runs'])}; "
+          f"its `bigram` runs {', '.join(below['runs'])}")
+print(f"this chapter's `ngram` runs: {', '.join(repo_path(r.get('run_dir', '')) for r in shards)}; `bigram`: "
+      f"{', '.join(repo_path(r.get('run_dir', '')) for r in before)}")
+chapter_runs = shards + stream + before + better + ctx + [insample] + [r for rs in alone.values() for r in rs]
+display(Markdown(report.runs_table(chapter_runs)))
+print("runs:\n" + report.provenance(chapter_runs))
+for name, rec in (("step bench", bench), ("counting bench", counting), ("order curve", orders)):
+    print(f"{name} record {rec['path']} (code {report.short_code(rec['code'])})")
+print("\n".join(log_lines))

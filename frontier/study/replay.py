@@ -12,9 +12,11 @@ The rule, which a reader can check by running `frontier replay RUN_DIR`:
    that wrote the record; any change to what is computed moves ten steps' losses far more than that. A record of
    a data-parallel run (`world_size` > 1; the replay runs one process on the whole batch, which trains the same
    thing with its sums in another order) must reproduce them within `REL_TOL_DATA_PARALLEL`. On a CPU model other
-   than the record's, an eager model is held to `REL_TOL_COMPILED` too: another CPU's vector kernels round
-   differently (an eager run trained on an AMD EPYC replays on an Intel Xeon one float32 rounding apart, about
-   2e-7 relative, at some steps), and bit-for-bit would send every such record to be trained again.
+   than the record's, or with another number of torch threads, an eager model is held to `REL_TOL_COMPILED` too:
+   another CPU's vector kernels round differently (an eager run trained on an AMD EPYC replays on an Intel Xeon one
+   float32 rounding apart, about 2e-7 relative, at some steps), and another thread count splits the same sums in
+   another order (a run trained by a one-thread worker of a sitting, replayed with two threads); bit-for-bit would
+   send every such record to be trained again.
 2. **Scoring.** The current scorer counts the same validation tokens and bytes as the record (`val_tokens`,
    `val_bytes`: the windows and the byte counting), and the scoring functions of `frontier/train/bpb.py`
    (`SCORER_FUNCTIONS`: the formula, which positions and bytes count, the evaluation loop) have the same source
@@ -111,10 +113,11 @@ def check_losses(logged_steps: list[int], logged: list[float], replayed: list[fl
 
 
 def loss_tolerance(cfg: RunConfig, world_size: int = 1, same_cpu: bool = True) -> float:
-    """0.0 (bit for bit) for an eager model replayed on the CPU model that trained it; `REL_TOL_COMPILED` for a
-    compiled one, whose losses are not bit-stable from one run of the same code to the next on CPU, and for an eager
-    one on another CPU model (`same_cpu` False: its kernels round differently); `REL_TOL_DATA_PARALLEL` for a
-    record of `world_size` > 1 processes (replayed by one)."""
+    """0.0 (bit for bit) for an eager model replayed on the CPU model and thread count that trained it;
+    `REL_TOL_COMPILED` for a compiled one, whose losses are not bit-stable from one run of the same code to the next
+    on CPU, and for an eager one on another CPU model or thread count (`same_cpu` False: its kernels round
+    differently, or its sums run in another order); `REL_TOL_DATA_PARALLEL` for a record of `world_size` > 1
+    processes (replayed by one)."""
     tol = REL_TOL_COMPILED if cfg.train.compile or not same_cpu else 0.0
     return max(tol, REL_TOL_DATA_PARALLEL) if world_size > 1 else tol
 
@@ -142,11 +145,11 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
         replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps), rec.get("early_fracs"))
         result["replay_s"] = time.perf_counter() - t0
         logged = dict(zip(curve["step"], curve["train_loss"]))
-        theirs, ours = (rec.get("hardware") or {}).get("cpu"), result["hardware"].get("cpu")
+        theirs, ours = _kernels(rec.get("hardware") or {}), _kernels(result["hardware"])
         ok, why = check_losses(steps, [logged[s] for s in steps], replayed,
                               loss_tolerance(cfg, rec.get("world_size", 1), same_cpu=theirs == ours))
         if theirs != ours:
-            why += f" (on another CPU: {ours}; the record's {theirs})"
+            why += f" (on another CPU or thread count: {ours}; the record's {theirs})"
     result["steps"] = steps
     result["losses"] = {"record": [dict(zip(curve.get("step", []), curve.get("train_loss", [])))[s] for s in steps],
                         "replay": [replayed[s - 1] for s in steps] if replayed else []}
@@ -163,6 +166,13 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
     log(f"{run_dir}: replay by code {str(code.get('git_sha'))[:8]} ({code['source_sha256']}): "
         f"{'reproduced' if ok else 'NOT reproduced'}: {why}")
     return result
+
+
+def _kernels(hardware: dict) -> str:
+    """What decides how an eager CPU step rounds: the CPU model and the torch threads (a record from before the
+    thread count was kept: the CPU alone)."""
+    threads = hardware.get("torch_threads")
+    return f"{hardware.get('cpu')}" + (f", {threads} torch threads" if threads is not None else "")
 
 
 def count_scored(dataset: Dataset, cfg: RunConfig) -> tuple[int, int]:
