@@ -47,6 +47,15 @@ def test_committed_notebook_ran_top_to_bottom(ipynb):
     assert _images(nb) >= _saved_figures(ipynb), "every figure the chapter saves must also show as an image"
 
 
+def test_every_committed_figure_is_drawn_by_a_chapter():
+    """A figure no chapter draws any more is stale: a reader browsing figures/ would take it for a current result."""
+    sources = "".join(p.with_suffix(".py").read_text() for p in CHAPTERS)
+    figures = sorted((NOTEBOOKS.parent / "figures").glob("*.png"))
+    assert figures
+    stale = [f.name for f in figures if f"{f.stem.rsplit('_', 1)[0]}_" not in sources]
+    assert not stale, f"no chapter draws {stale}: delete them (git rm) or draw them again"
+
+
 def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
     assert run_book(profile="smoke", out=str(tmp_path)) == 0
     for ipynb in CHAPTERS:
