@@ -40,11 +40,13 @@ from frontier.model.bigram import BigramEmbedding, bigram_rows
 from frontier.optim import bigram_update
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
+from frontier.records import load_bench_record
 from frontier.study import experiments as ex
 from frontier.study import ladder, report
 from frontier.study.bench import format_bench
 from frontier.study.bench_table import format_table_bench, sparseadam_fit, touched_rows, travel_after_one_touch
 from frontier.study.compare import RULE, compare, format_comparison, judge_speed
+from frontier.study.ablation import EQUAL_STEPS
 from frontier.study.sweep import format_sweep, newest_sweep
 from frontier.train.trainer import build_model
 
@@ -69,7 +71,18 @@ with_table = ex.seeds("bigram", P, root=run_root, log=log)
 groups, diffs = compare(without + with_table, paired=True)
 d = diffs[0]
 table_gain = (-d.delta, d.p, d.pairs)  # positive: the table lowers val_bpb
-_, table_verdict = ladder.rule_verdict(None, table_gain)
+# The rule's first stage: the final recipe without its table at equal steps (`frontier ablate --steps N`; none at
+# the smoke profile, whose verdict then says equal steps were not measured).
+# (`newest_sweep` matches a name's prefix, and `ablation-ema-420-stdlib-source` starts with `ablation-ema-420`:
+# the record's own name picks the embedded corpus's sweep.)
+steps_name = f"ablation-ema-{EQUAL_STEPS.get(P.name)}"
+at_steps_sweep = max((sw for sw in map(load_bench_record, (Path(run_root) / P.name / "sweeps").glob(
+    f"sweep-{steps_name}-*.json")) if sw["name"] == steps_name), key=lambda sw: sw["created"], default=None)
+no_table_steps = next((r for r in at_steps_sweep["rows"] if r.get("recipe") == "ema-no-bigram"),
+                      None) if at_steps_sweep else None
+at_steps = ({"gain": -no_table_steps["gain"], "p": no_table_steps["p"], "seeds": len(at_steps_sweep["seeds"])}
+            if no_table_steps else None)  # the sweep's gain is base - variant: negative where the table helps
+_, table_verdict = ladder.rule_verdict(at_steps, table_gain)
 record = ladder.latest_ladder_record(P.name, root=run_root)
 rung = next((r for r in ladder.judged_rows(record["rows"]) if r.get("recipe") == "bigram" and "verdict" in r),
             None) if record else None
@@ -111,9 +124,12 @@ display(Markdown(report.finding_box(
     f"{BIG_STEPS}-step run each, not interleaved); the table's own share there is {big_c['dense_ms']:,.0f} against "
     f"{big_c['sparse_ms']:.1f} ms a step",
     f"the table, a learning change: {table_verdict}"
-    + (f" (the ladder record {ladder.repo_path(record['path'])} says: {rung['verdict']})" if rung else "")
-    + (f"; taking it out of the final `ngram` recipe at the same budget: gain {no_table['gain']:+.4f}, p = {no_table['p']:.3f}, "
-       f"{no_table['verdict']} ({ladder.repo_path(ablation['path'])})" if no_table else "")
+    + (f" (equal steps: the final recipe without its table, {at_steps_sweep['steps']} steps, "
+       f"{len(at_steps_sweep['seeds'])} seeds, {ladder.repo_path(at_steps_sweep['path'])}; equal budget: `bigram` "
+       f"over `compile` above)" if at_steps else "")
+    + (f"; taken out of `ngram` (the budget-stage ablation's base) at the same budget: the recipe scores "
+       f"{-no_table['gain']:+.4f} better with it, p = {no_table['p']:.3f} ({ladder.repo_path(ablation['path'])})"
+       if no_table else "")
     + f". The sparse update, a speed change: at {rows_name(rows_here)} rows {speed.short}; at "
       f"{rows_name(rows_big)} rows not judged by the bench (no interleaved whole-step bench at that size), "
       f"measured {big_ms['bigram-dense'] / big_ms['bigram']:.2f}x in single runs",
@@ -298,13 +314,16 @@ display(Markdown(
 #
 # Does the table help the score in the same charged time? Both groups trained under the profile's reference clock
 # for its budget, seeds paired (the same seed gives both the same initial weights for the shared parts and the same
-# batches). Every bpb has its steps beside it. The rule asks first for the gain at equal steps; no sweep here
-# measured the table alone at equal steps, so the verdict rests on the budget and says so.
+# batches). Every bpb has its steps beside it. The rule asks first for the gain at equal steps: that is the
+# leave-one-out of the final recipe (chapter 07), which takes the table out at equal steps; the verdict below
+# reads it and says so (where a profile has no such sweep, it rests on the budget and says that).
 
 # %%
 display(Markdown(report.runs_table(without + with_table)))
 print(format_comparison(groups, diffs))
 print(f"by the rule: {table_verdict}")
+if at_steps_sweep:
+    print(format_sweep(at_steps_sweep))
 if rung:
     print(f"the ladder record {ladder.repo_path(record['path'])}, rung {rung['rung']!r}: {ladder.bpb_cell(rung)}; "
           f"{ladder.budget_cell(rung)}; {rung['verdict']}")
@@ -312,8 +331,9 @@ if ablation:
     print(format_sweep(ablation))
 
 # %% [markdown]
-# The leave-one-out above (where this profile has one) asks the same question of the final recipe: the `ngram`
-# recipe with the table against the same recipe without it, at the same budget and seeds.
+# The two sweeps above (where this profile has them) ask the same question of later recipes: the final recipe
+# (`ema`) with and without the table at equal steps, and `ngram` (the final recipe when the budget-stage
+# leave-one-out was trained) with and without it at the same budget, seeds paired.
 
 # %% [markdown]
 # ## The table's learning rate: memorising a small corpus
@@ -395,6 +415,7 @@ for b in (table, bench):
     print(f"bench record {b['path']} (code {report.short_code(b['code'])})")
 if record:
     print(f"ladder record {ladder.repo_path(record['path'])} (code {report.short_code(record.get('code'))})")
-if ablation:
-    print(f"sweep record {ladder.repo_path(ablation['path'])} (code {report.short_code(ablation.get('code'))})")
+for sw in (at_steps_sweep, ablation):
+    if sw:
+        print(f"sweep record {ladder.repo_path(sw['path'])} (code {report.short_code(sw.get('code'))})")
 print("\n".join(log_lines))
