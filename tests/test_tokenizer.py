@@ -191,3 +191,23 @@ def test_the_manifest_records_a_rule_other_than_the_earlier_one(tmp_path):
     ruled = prepare(tmp_path / "b", text=[str(docs)], vocab_size=512, log=lambda *a: None,
                     characters=CharacterRule(coverage=0.99))
     assert ruled.manifest["tokenizer"]["characters"] == {"coverage": 0.99, "max_share": 0.5}
+
+
+def test_the_rule_study_measures_each_rule_on_a_folder_of_documents(corpus_dir, tmp_path):
+    """`run_rule_study` on a user's folder: every rule prepared and trained, its record says what each rule gave a
+    piece and how many bytes a token holds (the corpus has 153 distinct characters: more than either rule gives a
+    piece at a vocabulary of 512, 127 and 63)."""
+    from frontier.records import load_bench_record
+    from frontier.study.tokenizer_rules import RULES, run_rule_study
+
+    rules = {k: RULES[k] for k in ("every character (earlier)", "at most a quarter")}
+    rec = run_rule_study([str(corpus_dir)], rules=rules, vocab_size=512, recipe="baseline", profile="smoke", steps=2,
+                         data_root=tmp_path / "data", root=tmp_path / "runs", out=tmp_path / "bench",
+                         log=lambda *a: None)
+    rows = {r["rule"]: r for r in rec["rows"]}
+    assert set(rows) == set(rules)
+    assert rows["at most a quarter"]["with_piece"] < rows["every character (earlier)"]["with_piece"]  # 153 distinct
+    assert rows["at most a quarter"]["with_piece"] <= RULES["at most a quarter"].budget(512)
+    for r in rows.values():
+        assert r["val_bytes_per_token"] > 1.0 and r["runs"]["0"]["steps"] == 2 and r["runs"]["0"]["val_bpb"] > 0
+    assert load_bench_record(rec["path"])["rows"] == rec["rows"]
