@@ -243,9 +243,9 @@ if n_seeds > 1:  # the yardstick: how far apart the baseline's own seeds lie
     ax.axhspan(mean_bpb - sd, mean_bpb + sd, color="0.85", zorder=0,
                label=f"baseline seeds ({P.n_layer}x{P.n_embd}): mean ± sd, {n_seeds} seeds")
 ax.scatter([r["params"] for r in sweep], [r["bpb"] for r in sweep], zorder=3, label="one seed each")
-for r in sweep:
+for i, r in enumerate(sweep):  # labels alternately above and below their points, so that neighbours do not overlap
     ax.annotate(f"{r['size']} ({r['steps']:,} steps)", (r["params"], r["bpb"]), fontsize=7,
-                xytext=(4, 4), textcoords="offset points")
+                xytext=(4, 4 if i % 2 == 0 else -11), textcoords="offset points")
 ax.set_xscale("log")
 ax.margins(x=0.25, y=0.2)
 ax.legend(fontsize=7, loc="best")
