@@ -16,7 +16,9 @@ nothing but config, devices and errors (tests/test_layout.py checks every import
 The names a notebook or an experiment needs are importable from here (loaded on first use, so `import frontier`
 stays cheap and importing a core module never pulls in the study tools):
 
-    from frontier import resolve, prepare, profile_dataset, select_device, train, evaluate_run, compare, experiments
+    from frontier import resolve, prepare, profile_dataset, build_model, Optimizers, TrainLoader, train, resume, evaluate
+
+`docs/reference.md` ("The Python API") shows them at work; the suite runs that example.
 """
 
 from importlib import import_module
@@ -33,9 +35,14 @@ PUBLIC = {
     "profile_dataset": "frontier.data.dataset:profile_dataset",
     "select_device": "frontier.devices:select_device",
     "GPT": "frontier.model.gpt:GPT",
+    "build_model": "frontier.train.step:build_model",
+    "Optimizers": "frontier.optim.optimizers:Optimizers",
+    "TrainLoader": "frontier.data.loader:TrainLoader",
     "train": "frontier.train.trainer:train",
-    "evaluate_run": "frontier.train.trainer:evaluate_run",
-    "load_run_model": "frontier.train.trainer:load_run_model",
+    "resume": "frontier.train.trainer:resume",
+    "evaluate": "frontier.train.evaluate:evaluate_run",
+    "evaluate_run": "frontier.train.evaluate:evaluate_run",
+    "load_run_model": "frontier.train.checkpoint:load_run_model",
     "load_record": "frontier.records:load_record",
     "compare": "frontier.study.compare:compare",
     "format_comparison": "frontier.study.compare:format_comparison",

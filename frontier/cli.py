@@ -127,7 +127,7 @@ def cmd_train(a) -> int:
     rank trains its share of every batch and rank 0 speaks for the job."""
     from .devices import select_device
     from .train import distributed
-    from .train.trainer import train
+    from .train.trainer import resume, train
 
     label = None
     if a.resume and a.kernels:
@@ -205,10 +205,16 @@ def cmd_train(a) -> int:
               f"{cfg.train.kernels}, {cfg.train.clock} clock; "
               f"{'steps ' + str(a.steps) if a.steps else f'budget {cfg.train.budget_s:g}s'}{procs}; run folder "
               f"{run_dir}", flush=True)
-    rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, resume=bool(a.resume), strict=a.strict,
-                progress=not a.no_progress, command=sys.argv, label=label, dist=dist)
+    common = dict(strict=a.strict, progress=not a.no_progress, command=sys.argv, dist=dist)
+    if a.resume:
+        rec = resume(run_dir, dataset, device, **common)
+    else:
+        rec = train(cfg, dataset, run_dir, device, seed=seed, steps=a.steps, label=label, **common)
     if not dist.is_main:  # rank 0 reports for the job
         return 0
+    from .figures import loss_curve_figure, save_figure
+
+    save_figure(loss_curve_figure([rec]), run_dir / "loss.png")
     print(f"run folder: {run_dir}")
     print(f"loss curve: {run_dir / 'loss.png'}")
     print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
@@ -228,7 +234,7 @@ def cmd_train(a) -> int:
 def cmd_eval(a) -> int:
     from . import records
     from .devices import select_device
-    from .train.trainer import evaluate_run
+    from .train.evaluate import evaluate_run
 
     dataset = None
     if a.data:
@@ -900,7 +906,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from .train import distributed
     from .train.compile import RecompileError
-    from .train.trainer import RunStopped
+    from .train.run import RunStopped
 
     args = build_parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # what was asked for (the launcher passes it on)
@@ -911,11 +917,12 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except UserError as e:
         if not (quiet and getattr(e, "everywhere", False)):
-            print(f"error: {e}" if not quiet else f"error: rank {distributed.env_rank()}: {e}", file=sys.stderr)
+            msg = e.for_cli()
+            print(f"error: {msg}" if not quiet else f"error: rank {distributed.env_rank()}: {msg}", file=sys.stderr)
         return 2
     except RunStopped as e:
         if not quiet:
-            print(f"\n{e.status}: {e}", file=sys.stderr)
+            print(f"\n{e.status}: {e.for_cli()}", file=sys.stderr)
         return e.exit_code
     except RecompileError as e:  # --strict: a silent slow path made loud (the run's record says "failed")
         print(f"\nerror: {e}", file=sys.stderr)

@@ -177,6 +177,11 @@ def _neuron(probe: NeuronProbe) -> DeviceInfo:
     return DeviceInfo("neuron", "neuron-xla", torch.device(xla.device()), "bf16 autocast, fp32 master weights", None, versions)
 
 
+def as_device(device: "DeviceInfo | str") -> DeviceInfo:
+    """A `DeviceInfo` as the package's functions take it: one already selected, or a name for `select_device`."""
+    return device if isinstance(device, DeviceInfo) else select_device(device)
+
+
 def select_device(requested: str = "auto") -> DeviceInfo:
     """The backend for `--device`: auto prefers Neuron, then CUDA, then the CPU."""
     if requested not in DEVICES:

@@ -14,7 +14,7 @@ from frontier.profiles import PROFILES
 from frontier.recipes import resolve
 from frontier.train import probes
 from frontier.train.clock import PROBE_EVERY, PROBE_REPEATS, BudgetClock
-from frontier.train.trainer import RunStopped, train
+from frontier.train.trainer import RunStopped, resume, train
 
 CPU = select_device("cpu")
 
@@ -131,7 +131,7 @@ def test_a_resumed_run_continues_both_clocks(smoke_data, tmp_path):
     before = stopped.value.record
     assert before["status"] == "interrupted" and 0 < before["steps"] < 40
     assert before["charged_s"] == pytest.approx(before["charged_wall_s"] / 2, rel=1e-9)
-    after = train(_cfg(), smoke_data, run, CPU, resume=True, progress=False, probe_timer=FakeProbe(ref / 2))
+    after = resume(run, smoke_data, CPU, progress=False, probe_timer=FakeProbe(ref / 2))
     assert after["status"] == "finished" and after["steps"] == 40
     # the seconds after the resume were charged at the new probe's rate, on top of those before it
     assert after["charged_s"] - before["charged_s"] == pytest.approx(

@@ -159,14 +159,14 @@ def test_two_ranks_train_what_one_process_trains(recipe, two_ranks, small_data, 
 
 
 def test_a_two_rank_run_resumes_and_evaluates_on_one_process(two_ranks, small_data, tmp_path, one_thread):
-    from frontier.train.trainer import evaluate_run, train
+    from frontier.train.trainer import evaluate_run, resume, train
 
     run = two_ranks / "interrupted-bigram"
     rec = _records(run)
     # raised after step 1's all-reduce, the signal reaches every rank with step 2's: both stop after step 2
     assert (rec["status"], rec["signal"], rec["steps"], rec["world_size"]) == ("interrupted", "SIGINT", 2, 2)
     cfg = _cfg("bigram", small_data.vocab_size)
-    resumed = train(cfg, small_data, run, DEVICE, resume=True, progress=False)  # one process now
+    resumed = resume(run, small_data, DEVICE, progress=False)  # one process now
     full = train(cfg, small_data, tmp_path / "full", DEVICE, seed=SEED, steps=STEPS, progress=False)
     assert resumed["status"] == "finished" and resumed["steps"] == STEPS and resumed["world_size"] == 1
     assert resumed["world_size_by_session"] == [2, 1] and "world_size_by_session" not in full

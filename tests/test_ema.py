@@ -15,7 +15,7 @@ from frontier.errors import UserError
 from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_MIX, EMA_START_FRAC, get_recipe, resolve
 from frontier.train import trainer as trainer_mod
 from frontier.train.ema import WeightEMA
-from frontier.train.trainer import CHECKPOINT, RunStopped, evaluate_run, train
+from frontier.train.trainer import CHECKPOINT, RunStopped, evaluate_run, resume, train
 
 CPU = select_device("cpu")
 
@@ -192,7 +192,7 @@ def test_interrupt_and_resume_continue_the_shadow_bit_for_bit(smoke_data, tmp_pa
     assert saved["updates"] == 2 and saved["first_step"] == 5 and saved["shadow"] is not None
     assert {"bigram.table", "bigram.scale", "ngram.mix_logits", "ngram.scale"} <= set(saved["names"])
     assert not any(n.endswith(".sink") for n in saved["names"])
-    resumed = train(cfg, smoke_data, tmp_path / "cut", CPU, resume=True, progress=False)
+    resumed = resume(tmp_path / "cut", smoke_data, CPU, progress=False)
     full = train(cfg, smoke_data, tmp_path / "full", CPU, seed=1, steps=16, progress=False)
     a = torch.load(tmp_path / "cut" / CHECKPOINT, weights_only=False)["ema"]
     b = torch.load(tmp_path / "full" / CHECKPOINT, weights_only=False)["ema"]

@@ -171,7 +171,7 @@ def _validation_counts(tmp_path, corpus_dir, counting, monkeypatch):
     tables after its evaluation (the trainer's own model, captured as it is built). Returns (the records, the
     tables that evaluation changed (checkpoint before evaluation vs model after), the tables in which the two runs
     differ after evaluation): with no counting of validation tokens, both sets are empty."""
-    from frontier.train import trainer as trainer_mod
+    from frontier.train import step as step_mod
 
     a, b = _two_datasets(tmp_path, corpus_dir)
     assert a.tokenizer.sha256 == b.tokenizer.sha256  # trained on the same (train) documents
@@ -181,8 +181,8 @@ def _validation_counts(tmp_path, corpus_dir, counting, monkeypatch):
     cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, compile=False),
                               model=dataclasses.replace(cfg.model, ngram=dataclasses.replace(cfg.model.ngram, counting=counting)))
     built = []
-    real_build = trainer_mod.build_model
-    monkeypatch.setattr(trainer_mod, "build_model", lambda c: built.append(real_build(c)) or built[-1])
+    real_build = step_mod.build_model
+    monkeypatch.setattr(step_mod, "build_model", lambda c: built.append(real_build(c)) or built[-1])
     cpu = select_device("cpu")
     recs, after = [], []
     for name, data in [("ra", a), ("rb", b)]:

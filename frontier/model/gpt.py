@@ -137,10 +137,15 @@ class GPT(nn.Module):
             x = block(x)
         return ops.rmsnorm(x, self.kernels)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean",
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, reduction: str = "mean",
                 fold: int | None = None) -> torch.Tensor:
-        """Cross-entropy in nats: a scalar (`mean`) or one value per position (`none`, shape (B, T)). `fold`: which
-        fold of the training data the batch comes from (None when evaluating), for the n-gram bias."""
+        """With `targets`: the cross-entropy in nats, a scalar (`mean`) or one value per position (`none`, shape
+        (B, T)), computed by the fused head without building the logits. Without: the logits (B, T, V), capped, in
+        float32, with the n-gram bias where the model has one. `fold`: which fold of the training data the batch
+        comes from (None when evaluating), for the n-gram bias."""
+        if targets is None:
+            z = self._capped_logits(self.hidden(idx))
+            return self.ngram.add_to(z, idx, fold) if self.ngram is not None else z
         bias = {}
         if self.ngram is not None and fold is not None:
             # A training batch's bias, in sparse form; it depends on the tokens only, and computing it first keeps
@@ -154,21 +159,19 @@ class GPT(nn.Module):
                                               self.cfg.logit_softcap, self.kernels, **bias)
         return loss.view(targets.shape) if reduction == "none" else loss.mean()
 
+    def _capped_logits(self, h: torch.Tensor) -> torch.Tensor:
+        cap = self.cfg.logit_softcap
+        return cap * torch.tanh(self.lm_head(h).float() / cap)
+
     @torch.no_grad()
     def logits(self, idx: torch.Tensor, fold: int | None = None) -> torch.Tensor:
-        """The capped float32 logits (B, T, V) with the n-gram bias, for looking at predictions (generation,
-        inspection); never used to train or score: `forward` never builds them whole."""
-        z = self.network_logits(idx)
-        if self.ngram is not None:
-            z = self.ngram.add_to(z, idx, fold)
-        return z
+        """`forward(idx)` without gradients, for looking at predictions (generation, inspection)."""
+        return self(idx, fold=fold)
 
     @torch.no_grad()
     def network_logits(self, idx: torch.Tensor) -> torch.Tensor:
         """The network's own capped float32 logits (B, T, V), without the n-gram bias (for inspection)."""
-        cap = self.cfg.logit_softcap
-        z = self.lm_head(self.hidden(idx)).float()
-        return cap * torch.tanh(z / cap)
+        return self._capped_logits(self.hidden(idx))
 
     def num_params(self) -> int:
         """Trained parameters (the bigram update's gradient sink is not a weight)."""

@@ -98,6 +98,7 @@ class Optimizers:
             else None
         )
         self.torch_optimizers = [opt for opt in (self.adam, self.muon) if opt is not None]
+        self.updates = 0  # the steps made so far (`step`'s default step number)
         for opt in self.torch_optimizers:
             for g in opt.param_groups:
                 g["initial_lr"] = g["lr"]
@@ -108,7 +109,17 @@ class Optimizers:
         upd = self.bigram_update
         return list(upd.params) if upd is not None and getattr(upd, "exchange", None) is not None else []
 
-    def step(self, frac: float, step: int, inputs: torch.Tensor) -> float:
+    def step(self, frac: float = 0.0, step: int | None = None, inputs: torch.Tensor | None = None) -> float:
+        """One update of every parameter; returns the learning-rate multiplier it used. `frac`: the elapsed share
+        of the run (0 to 1), which drives the warm-down; `step`: the step number, which drives Muon's momentum
+        warm-up (default: the updates made so far); `inputs`: the batch's token ids, which the bigram table's
+        update needs (its rows are the bigrams of the batch)."""
+        if step is None:
+            step = self.updates
+        if self.bigram_update is not None and inputs is None:
+            raise UserError("this model has a bigram table, whose update needs the batch's token ids",
+                            "pass inputs=x (the batch given to the model) to Optimizers.step")
+        self.updates = step + 1
         o = self.cfg.optim
         mult = lr_multiplier(frac, o.warmdown_frac, o.final_lr_frac)
         for opt in self.torch_optimizers:

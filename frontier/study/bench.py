@@ -45,7 +45,7 @@ from ..recipes import resolve
 from ..train import distributed
 from ..train.compile import CompileWatch, fresh_compile
 from ..train.ema import WeightEMA
-from ..train.trainer import Training, setup_training, train_step
+from ..train.step import Training, setup_training, train_step
 
 
 @dataclass

@@ -166,7 +166,7 @@ def reproduce(rec: dict) -> Reproduction:
 def parameter_parts(rec: dict) -> dict:
     """Trained parameters by part ("network": embeddings, blocks, head; "bigram table"; "n-gram mixture"), counted
     from the recorded config built on the `meta` device with this code (nothing allocated)."""
-    from ..train.trainer import build_model
+    from ..train.step import build_model
 
     cfg = RunConfig.from_dict(rec["config"])
     with torch.device("meta"):

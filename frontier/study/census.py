@@ -106,7 +106,9 @@ def trained_activations(dataset, steps: int, profile: str = "smoke", recipe: str
 
     from ..devices import select_device
     from ..optim.optimizers import Optimizers
-    from ..train.trainer import load_run_model, make_loader, train
+    from ..train.checkpoint import load_run_model
+    from ..train.step import make_loader
+    from ..train.trainer import train
 
     cfg = resolve(recipe, profile, vocab_size=dataset.vocab_size)
     with tempfile.TemporaryDirectory() as tmp:

@@ -23,9 +23,11 @@ from .. import records
 from ..config import EMAConfig, RunConfig
 from ..data.dataset import Dataset, profile_dataset
 from ..devices import select_device
+from ..figures import loss_curve_figure, save_figure
 from ..profiles import Profile, get_profile
 from ..recipes import Recipe, resolve
-from ..train.trainer import CHECKPOINT, train
+from ..train.checkpoint import CHECKPOINT
+from ..train.trainer import train
 from . import replay, report
 from .bench import run_bench
 from .bench_table import run_table_bench
@@ -191,6 +193,7 @@ def run(
                          + (f", ema={ema!r}" if ema is not None else "")
                          + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r}" if optim else "")
                          + (f", clock={clock!r})" if clock else ")")])
+    save_figure(loss_curve_figure([rec]), run_dir / "loss.png")
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

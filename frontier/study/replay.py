@@ -59,7 +59,7 @@ def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: in
     them (same set-up, same step), each step at the elapsed fraction of the run it ran at (`fracs`, the record's
     `early_fracs`, which drive the schedules; a record written before they were kept: 0, which its steps at full
     learning rate also ran at)."""
-    from ..train.trainer import setup_training, train_step
+    from ..train.step import setup_training, train_step
 
     run = setup_training(cfg, dataset, device, seed)
     if run.ngram is not None and run.ngram.cfg.counting == "shards":

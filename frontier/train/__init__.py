@@ -8,3 +8,20 @@ torchrun), `ema` (an exponential moving average of the weights), `bpb` (bits per
 May import: the run's vocabulary, `frontier.data`, `frontier.model`, `frontier.optim` and `frontier.kernels`.
 Never the study tools.
 """
+
+import sys
+import types
+
+
+class _Package(types.ModuleType):
+    """`frontier.train` is both this package and the public `train` function (`frontier/__init__.py` exports it
+    under the same name): once the package is imported, `from frontier import train` finds the package, so calling
+    it calls `frontier.train.trainer.train`."""
+
+    def __call__(self, *args, **kwargs):
+        from .trainer import train
+
+        return train(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -361,8 +361,12 @@ class NGramOnly(nn.Module):
     def logits(self, idx: torch.Tensor, fold: int | None = None) -> torch.Tensor:
         return self.ngram.bias(idx, fold)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor, reduction: str = "mean", fold: int | None = None):
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, reduction: str = "mean",
+                fold: int | None = None):
+        """As `GPT.forward`: the cross-entropy with `targets`, the logits without."""
         z = self.logits(idx, fold)
+        if targets is None:
+            return z
         loss = F.cross_entropy(z.view(-1, z.size(-1)), targets.reshape(-1), reduction=reduction)
         return loss.view(targets.shape) if reduction == "none" else loss
 
