@@ -224,6 +224,10 @@ def cmd_train(a) -> int:
         print(f"reference clock: {rec['charged_s']:.1f} reference s for {rec['charged_wall_s']:.1f} wall s; probe "
               f"{pr['name']} {pr['probe_s_median'] * 1e3:.1f} ms (reference {pr['ref_s'] * 1e3:.1f} ms), drift "
               f"{pr['drift']:.1%}{' (DRIFTED: over ' + format(pr['drift_limit'], '.0%') + ')' if pr['drifted'] else ''}")
+    if rec.get("budget") and rec["budget"]["cost"]:
+        b = rec["budget"]
+        print(f"steps rule: {b['steps']} steps at {b['cost']['step_s'] * 1e3:.2f} reference ms a step + "
+              f"{b['cost']['fixed_s']:.2f} s once (cost {b['source']}; {rec['charged_wall_s']:.1f} wall s here)")
     if "val_bpb_ema" in rec:
         print(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
               f"(val_bpb: mix {cfg.train.ema.mix:g} of the EMA)")
@@ -656,10 +660,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "PyTorch, the NKI kernels in the interpreter (slow, for verification), or the NKI kernels on "
                         "Neuron (default: nki on a Neuron device, reference elsewhere); see `frontier kernels`")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
-    s.add_argument("--clock", choices=("wall", "reference"),
-                   help="what a charged second is: wall, a second of wall time (the competition's), or reference, a "
-                        "second of the reference machine, from a speed probe timed during the run (default: the "
-                        "profile's: reference for smoke and cpu, wall for gpu and trn2; recorded in the config)")
+    s.add_argument("--clock", choices=("wall", "reference", "steps"),
+                   help="how the budget is charged: wall, seconds of wall time (the competition's); reference, "
+                        "seconds of the reference machine, from a speed probe timed during the run; steps, the budget "
+                        "bought as steps before the run at the recipe's committed step cost (default: the profile's: "
+                        "steps for smoke and cpu, wall for gpu and trn2; recorded in the config)")
     d = s.add_argument_group("data parallelism", "N processes on this machine share every batch: the profile's "
                              "batch_size stays the global batch, each process takes batch_size / N rows of it, "
                              "gradients are averaged (all-reduce), rank 0's clock decides when to stop and rank 0 "

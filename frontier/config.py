@@ -143,6 +143,9 @@ class EMAConfig:
                 raise UserError(f"EMA {name} {value!r} is out of range", f"pass {want}")
 
 
+CLOCKS = ("wall", "reference", "steps")  # how a budget is charged (`TrainConfig.clock`)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     seq_len: int
@@ -157,18 +160,21 @@ class TrainConfig:
     log_every: int = 1
     ema: EMAConfig | None = None  # an average of the weights, evaluated beside the live ones (`frontier.train.ema`)
     kernels: str = "reference"  # what runs the fused ops (`frontier.kernels`): reference | interpreter | nki
-    # What a charged second is (`frontier.train.clock`): "wall", a second of wall time (the competition's clock);
+    # How the budget is charged (`frontier.train.clock`): "wall", a second of wall time (the competition's clock);
     # "reference", a second of the reference machine, by timing the speed probe `probe` (`frontier.train.probes`)
-    # against its reference time `probe_ref_s` (the profile's). The budget, the schedules and the step count follow.
+    # against its reference time `probe_ref_s` (the profile's) during the run; "steps", the budget bought as a
+    # number of steps before the run, at the recipe's step cost in reference seconds (`frontier.train.cost`,
+    # measured against the same probe). The budget, the schedules and the step count follow.
     clock: str = "wall"
     probe: str | None = None
     probe_ref_s: float | None = None
 
     def __post_init__(self):
-        if self.clock not in ("wall", "reference"):
-            raise UserError(f"unknown clock {self.clock!r}", "choose wall or reference (see frontier.train.clock)")
-        if self.clock == "reference" and not (self.probe and self.probe_ref_s and self.probe_ref_s > 0):
-            raise UserError("the reference clock needs a speed probe and its reference time",
+        if self.clock not in CLOCKS:
+            raise UserError(f"unknown clock {self.clock!r}", f"choose one of {', '.join(CLOCKS)} (see "
+                            "frontier.train.clock)")
+        if self.clock != "wall" and not (self.probe and self.probe_ref_s and self.probe_ref_s > 0):
+            raise UserError(f"the {self.clock} clock needs a speed probe and its reference time",
                             "pass probe= and probe_ref_s= > 0 (a profile's, see frontier.profiles), or clock='wall'")
         if self.clock == "wall" and (self.probe is not None or self.probe_ref_s is not None):
             raise UserError("the wall clock times no probe", "leave probe and probe_ref_s at None with clock='wall'")

@@ -10,10 +10,11 @@ A profile's `vocab_size` is the default vocabulary of `frontier prepare --profil
 embedded corpus when `train` runs without `--data`; with `--data` the model takes the data's vocabulary. Only a
 profile with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of another vocabulary.
 
-The clock (`frontier.train.clock`): `smoke` and `cpu` charge reference seconds, timing the speed probe
-`gpt-step-1` (`frontier.train.probes`) at their shapes against the reference time stated here, so that a budget
-buys about the same steps on any machine; `gpu` and `trn2` keep the competition's wall clock (its hardware is
-fixed, and its records are wall-clock records). `frontier train --clock` chooses another.
+The clock (`frontier.train.clock`): `smoke` and `cpu` buy their budget as steps (the steps rule,
+`frontier.train.cost`): budget / the recipe's step cost in reference seconds, from the committed cost table, which
+was measured against the speed probe `gpt-step-1` (`frontier.train.probes`) at their shapes and its reference time
+stated here; so a budget buys the same steps on any machine. `gpu` and `trn2` keep the competition's wall clock (its
+hardware is fixed, and its records are wall-clock records). `frontier train --clock` chooses another.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ class Profile:
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
     nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.train.distributed)
     corpus_bytes: int | None = None  # the named corpora cut to their first documents up to N bytes (smoke: tiny data)
-    clock: str = "wall"  # the default clock: "wall" or "reference" (`frontier.train.clock`)
+    clock: str = "wall"  # how a budget is charged by default: "wall", "reference" or "steps" (`frontier.train.clock`)
     probe: str | None = None  # the speed probe of the reference clock (`frontier.train.probes`) ...
     probe_ref_s: float | None = None  # ... and its time on the reference machine at this profile's shapes (seconds)
 
@@ -112,7 +113,7 @@ PROFILES: dict[str, Profile] = {
             seeds=2,
             uncharged_steps=2,
             corpus_bytes=400_000,  # a quarter of the embedded corpus: CI checks that the chapters run, not what they find
-            clock="reference",
+            clock="steps",
             probe="gpt-step-1",
             probe_ref_s=SMOKE_PROBE_REF_S,
         ),
@@ -134,7 +135,7 @@ PROFILES: dict[str, Profile] = {
             eval_batch_size=32,
             seeds=3,
             log_every=5,
-            clock="reference",
+            clock="steps",
             probe="gpt-step-1",
             probe_ref_s=CPU_PROBE_REF_S,
         ),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from .config import BigramConfig, EMAConfig, ModelConfig, NGramConfig, OptimConfig, RunConfig, TrainConfig
+from .config import CLOCKS, BigramConfig, EMAConfig, ModelConfig, NGramConfig, OptimConfig, RunConfig, TrainConfig
 from .errors import UserError
 from .profiles import Profile, get_profile
 
@@ -187,8 +187,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
     have, is a one-line `UserError`. `sizes` changes Profile fields (a size sweep: `{"n_layer": 4}`) over the
     profile's and the recipe's own size (`Recipe.sizes`). `optim` changes `OptimConfig` fields (a sweep:
     `{"matrix_lr": 0.04}`) over the recipe's own (`Recipe.optim`); an unknown field is a one-line `UserError`.
-    `clock` chooses what a charged second is, "wall" or "reference" (`frontier.train.clock`; None: the profile's);
-    the reference clock needs a profile that states its probe's reference time.
+    `clock` chooses how the budget is charged, "wall", "reference" or "steps" (`frontier.train.clock`; None: the
+    profile's); the reference clock and the steps rule need a profile that states its probe's reference time.
     """
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     p = sized_profile(r, get_profile(profile), sizes)
@@ -235,10 +235,11 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
                             f"choose among {', '.join(sorted(known))}")
         model = dataclasses.replace(model, ngram=dataclasses.replace(model.ngram, **ngram))
     clock = clock or p.clock
-    if clock not in ("wall", "reference"):
-        raise UserError(f"unknown clock {clock!r}", "choose wall or reference (see frontier.train.clock)")
-    if clock == "reference" and not p.probe_ref_s:
-        raise UserError(f"profile {p.name!r} states no reference probe time for the reference clock",
+    if clock not in CLOCKS:
+        raise UserError(f"unknown clock {clock!r}", f"choose one of {', '.join(CLOCKS)} (see frontier.train.clock)")
+    if clock != "wall" and not p.probe_ref_s:
+        raise UserError(f"profile {p.name!r} states no reference probe time for the {clock} clock",
+                        f"use clock='wall' (its default is {p.clock}), or pick smoke or cpu",
                         f"train {p.name!r} with --clock wall (its default is {p.clock}), or pick smoke or cpu")
     train = TrainConfig(
         seq_len=p.seq_len,
@@ -253,8 +254,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         ema=f.ema if ema is None else ema,
         kernels=kernels,
         clock=clock,
-        probe=p.probe if clock == "reference" else None,
-        probe_ref_s=p.probe_ref_s if clock == "reference" else None,
+        probe=p.probe if clock != "wall" else None,
+        probe_ref_s=p.probe_ref_s if clock != "wall" else None,
     )
     return RunConfig(recipe=r.name, profile=p.name, model=model, optim=optim_config({**r.optim, **(optim or {})}),
                      train=train)

@@ -33,7 +33,8 @@ class FakeProbe:
         return {"probe_s": t, "repeats_s": [t] * repeats}
 
 
-def _cfg(budget_s=None, clock=None, recipe="baseline"):
+def _cfg(budget_s=None, clock="reference", recipe="baseline"):
+    """The baseline at smoke, on the reference clock unless told (the profile's own rule is the steps rule)."""
     return resolve(recipe, "smoke", budget_s=budget_s, clock=clock)
 
 
@@ -206,7 +207,7 @@ def test_clock_check_summary_puts_each_condition_beside_the_first():
     assert s["1-thread"]["wall_ratio"] == 2.0
 
 
-def test_only_wall_clock_records_are_tied_to_their_hardware():
+def test_only_records_of_the_steps_rule_at_the_tables_cost_go_free_of_their_hardware():
     from types import SimpleNamespace
 
     from frontier.study.experiments import mismatch
@@ -214,10 +215,12 @@ def test_only_wall_clock_records_are_tied_to_their_hardware():
     data = SimpleNamespace(manifest_hash="m")
     here = {"cpu": "AMD EPYC", "cpu_cores": 2, "torch_threads": 2, "gpu": None}
     there = {**here, "cpu": "Intel Xeon"}
-    for clock, why in (("wall", "trained under a budget on other hardware: cpu 'Intel Xeon'"), ("reference", None)):
+    tied = "trained under a budget on other hardware: cpu 'Intel Xeon'"
+    for clock, source, why in (("wall", None, tied), ("reference", None, tied), ("steps", "measured here", tied),
+                               ("steps", "table", None)):
         cfg = _cfg(clock=clock)
         rec = {"status": "finished", "config_hash": cfg.digest(), "data": {"manifest_hash": "m"}, "max_steps": None,
-               "device": {"backend": "cpu"}, "hardware": there}
+               "device": {"backend": "cpu"}, "hardware": there, "budget": {"source": source} if source else None}
         got = mismatch(rec, cfg, data, None, "cpu", here)
         assert got == why or (why and got.startswith(why)), got
         assert mismatch({**rec, "hardware": here}, cfg, data, None, "cpu", here) is None

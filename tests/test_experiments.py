@@ -139,7 +139,11 @@ def _pretend_other_cpu(run_dir: str) -> None:
     path.write_text(json.dumps(rec))
 
 
-def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_one_is(tmp_path, smoke_data):
+def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_one_is(tmp_path, smoke_data,
+                                                                                     monkeypatch):
+    from frontier.recipes import resolve
+    from frontier.train import cost as cost_mod
+
     logs = []
     a = _run(tmp_path, smoke_data, logs)  # 12 steps: the hardware does not change what it trains
     _pretend_other_cpu(a["run_dir"])
@@ -150,7 +154,17 @@ def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_on
     assert c["run_dir"] == str(Path(b["run_dir"]).with_name("s0-2"))  # trained again, beside the old record
     assert any("other hardware: cpu 'a faster CPU'" in m for m in logs)
     assert json.loads((Path(b["run_dir"]) / records.RECORD).read_text())["hardware"]["cpu"] == "a faster CPU"
-    # under the reference clock a budgeted record is the same run on any machine: reused
-    d = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference")
+    # under the reference clock the probe normalises the machine only roughly: trained again too
+    d = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference", clock="reference")
     _pretend_other_cpu(d["run_dir"])
-    assert _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference")["run_dir"] == d["run_dir"]
+    again = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-reference", clock="reference")
+    assert again["run_dir"] == str(Path(d["run_dir"]).with_name("s0-2"))
+    # under the steps rule at the table's cost a budgeted record is the same run on any machine: reused
+    cfg = resolve("baseline", "smoke", budget_s=1.0)
+    key = cost_mod.cost_key(cfg)
+    table = {key: cost_mod.StepCost(key, "baseline", "smoke", 0.05, 0.0, "runs/bench/fake.json")}
+    monkeypatch.setattr(cost_mod, "load_table", lambda path=None: table)
+    e = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-steps")
+    assert e["steps"] == 20 and e["budget"]["source"] == "table"
+    _pretend_other_cpu(e["run_dir"])
+    assert _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-steps")["run_dir"] == e["run_dir"]

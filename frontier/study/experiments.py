@@ -23,7 +23,6 @@ from .. import records
 from ..config import EMAConfig, RunConfig
 from ..data.dataset import Dataset, profile_dataset
 from ..devices import select_device
-from ..figures import loss_curve_figure, save_figure
 from ..profiles import Profile, get_profile
 from ..recipes import Recipe, resolve
 from ..train.checkpoint import CHECKPOINT
@@ -114,20 +113,25 @@ SPEED_FIELDS = ("cpu", "cpu_cores", "torch_threads", "gpu")
 def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, backend: str,
              hardware: dict | None = None) -> str | None:
     """Why a record is not the run that would be trained now (None: it is). `hardware` (`records.hardware` of
-    this machine): a run under a wall-clock budget (no step limit) is only the run of a machine as fast, so such a
-    record made on other hardware (`SPEED_FIELDS`) is not reused; a step-limited one is, and so is one under the
-    reference clock (its charged seconds are the reference machine's, whatever machine it ran on)."""
+    this machine): a run on a budget whose steps depend on the machine (the wall clock; the reference clock, whose
+    probe normalises the machine's speed only roughly; the steps rule at a cost measured on the spot) is only the
+    run of a machine like it, so such a record made on other hardware (`SPEED_FIELDS`) is not reused; a
+    step-limited one is, and so is one under the steps rule at the committed table's cost (the same steps
+    everywhere)."""
     if rec.get("status") != "finished":
         return f"status {rec.get('status')}"
     if rec.get("config_hash") != cfg.digest():
         return "another config"
     if rec.get("data", {}).get("manifest_hash") != dataset.manifest_hash:
         return "other data"
-    if rec.get("max_steps") != steps:
-        return f"max_steps {rec.get('max_steps')} (wanted {steps})"
+    budget = rec.get("budget") or {}
+    limit = None if budget and not budget.get("explicit_steps") else rec.get("max_steps")  # the caller's step limit
+    if limit != steps:
+        return f"max_steps {limit} (wanted {steps})"
     if rec.get("device", {}).get("backend") != backend:
         return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
-    if steps is None and hardware is not None and cfg.train.clock == "wall":
+    fixed_steps = cfg.train.clock == "steps" and (rec.get("budget") or {}).get("source") == "table"
+    if steps is None and hardware is not None and not fixed_steps:
         theirs = rec.get("hardware", {})
         other = [f"{k} {theirs.get(k)!r} (here {hardware.get(k)!r})" for k in SPEED_FIELDS
                  if theirs.get(k) != hardware.get(k)]
@@ -193,7 +197,6 @@ def run(
                          + (f", ema={ema!r}" if ema is not None else "")
                          + (f", ngram={ngram!r}" if ngram else "") + (f", optim={optim!r}" if optim else "")
                          + (f", clock={clock!r})" if clock else ")")])
-    save_figure(loss_curve_figure([rec]), run_dir / "loss.png")
     log(f"{run_dir}: val_bpb {rec['val_bpb']:.4f}, {rec['steps']} steps, {rec['tokens_per_s'] or 0:,.0f} tok/s")
     return rec
 

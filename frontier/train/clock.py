@@ -8,13 +8,18 @@ first step that reaches it, so less than that step's charged seconds past it (un
 reached it before any step). With `max_steps` it stops after that many steps instead. `wall_s` (charged + uncharged) is the
 laptop's view, in which everything counts.
 
-Two clocks (`TrainConfig.clock`). Under the wall clock (the competition's, trn2's and gpu's) a charged second is a
+Three rules (`TrainConfig.clock`). Under the wall clock (the competition's, trn2's and gpu's) a charged second is a
 second of wall time. Under the reference clock (smoke's and cpu's) a speed probe (`frontier.train.probes`) is timed
 before the first step and again at every `PROBE_EVERY` of the run (uncharged), and each charged wall second counts
 `scale` = reference probe time / probe time now reference seconds: on a machine, or in an hour, where the probe
 takes twice as long, a step is charged half as much, so the budget buys about the same steps everywhere.
 `charged_s` (what the budget stops on, and the schedules' elapsed fraction) is then in reference seconds, and
 `charged_wall_s` keeps the wall seconds of the same work; under the wall clock the two are equal.
+
+The steps rule (`TrainConfig.clock == "steps"`, smoke's and cpu's default; `frontier.train.cost`) decides the steps
+before the run: `max_steps` is what the budget buys at the recipe's step cost, every step is charged that cost
+(`step_cost_s`, reference seconds) whatever it took here, and what the run charges once is charged at the start
+(`charge_fixed`). No probe is timed during the run; the wall seconds are kept as under the other clocks.
 
 Throughput is the steps' own: `tokens_per_s` divides the tokens of the charged steps by the charged seconds of
 those steps only, never by the charged seconds of other work. A warm-up step that the allowance covers in part
@@ -28,7 +33,6 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
-CLOCKS = ("wall", "reference")
 PROBE_EVERY = 0.125  # the probe is timed again each time the run's elapsed fraction passes a multiple of this
 PROBE_REPEATS = 3  # timed runs of the probe per timing (after one untimed), their median taken
 # The probe's noise, measured (`frontier clock-check --probe-only`, records named in `frontier.profiles`): 20 single
@@ -64,6 +68,7 @@ class BudgetClock:
     charged_wall_s: float | None = None  # wall seconds of the charged work (None only while loading an old state)
     charged_step_wall_s: float | None = None  # wall seconds of the charged steps (likewise)
     probes: list = field(default_factory=list)  # every probe timing of the run (reference clock), in order
+    step_cost_s: float | None = None  # the steps rule: every step is charged this (reference seconds), whatever it took
 
     def __post_init__(self):
         # A state saved before `charged_step_s` existed: take all its charged seconds as step seconds.
@@ -80,14 +85,17 @@ class BudgetClock:
             self.first_step_s = seconds
         elif self.steps >= self.uncharged_steps:
             self.recent_steps_s = (self.recent_steps_s + [seconds])[-64:]
-        if self.steps < self.uncharged_steps:
+        if self.step_cost_s is not None:  # the steps rule: the cost decided before the run, the wall time kept
+            wall, share, charged = seconds, 1.0, self.step_cost_s
+        elif self.steps < self.uncharged_steps:
             free = min(seconds, max(self.allowance_s - self.uncharged_s, 0.0))  # the allowance is wall seconds
             self.uncharged_s += free
             wall = seconds - free
             share = wall / seconds if wall > 0 else 0.0
+            charged = wall * self.scale
         else:
             wall, share = seconds, 1.0
-        charged = wall * self.scale
+            charged = wall * self.scale
         self.charged_wall_s += wall
         self.charged_step_wall_s += wall
         self.charged_s += charged
@@ -101,8 +109,15 @@ class BudgetClock:
         towards the budget (`charged_s`) and is kept in `charged_other_s`, out of the steps' throughput. `seconds`
         are wall seconds, charged at the clock's `scale` like a step's."""
         self.charged_wall_s += seconds
+        if self.step_cost_s is not None:  # the steps rule charged it before the run (`charge_fixed`)
+            return
         self.charged_s += seconds * self.scale
         self.charged_other_s += seconds * self.scale
+
+    def charge_fixed(self, seconds: float) -> None:
+        """The steps rule: what a run charges once (`frontier.train.cost.StepCost.fixed_s`), charged at the start."""
+        self.charged_s += seconds
+        self.charged_other_s += seconds
 
     @property
     def fraction(self) -> float:

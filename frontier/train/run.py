@@ -27,6 +27,7 @@ from ..profiles import get_profile
 from . import checkpoint
 from .clock import PROBE_REPEATS, BudgetClock
 from .compile import CompileWatch, fresh_compile
+from .cost import cost_for
 from .distributed import ONE, Dist
 from .probes import ProbeShapes, source_hash, time_probe
 from .step import Training, setup_training
@@ -62,6 +63,21 @@ def check_request(cfg: RunConfig, dataset: Dataset, steps: int | None) -> None:
     if steps is not None and steps <= 0:
         raise UserError(f"steps must be positive (got {steps})", "pass steps=N with N > 0, or None for the budget",
                         "pass --steps N > 0")
+
+
+def budget_steps(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, steps: int | None, table: dict | None, log,
+                 probe_timer, dist: Dist) -> dict | None:
+    """Under the steps rule (`frontier.train.cost`), the record's `budget`: the rule, the step cost (`cost`, None
+    where `steps` was given and the table has none), where it came from (`source`: "table", "measured here" or
+    "none") and the steps the run takes (`steps` where given, else what the budget buys). None under the clocks."""
+    if cfg.train.clock != "steps":
+        return None
+    cost, source = cost_for(cfg, dataset, device, table, measure=steps is None, probe_timer=probe_timer, log=log)
+    if source == "measured here" and dist.enabled:  # every rank must take the same steps: rank 0's measurement
+        cost = dataclasses.replace(cost, step_s=dist.from_main(cost.step_s), fixed_s=dist.from_main(cost.fixed_s))
+    n = steps if steps is not None else cost.steps_for(cfg.train.budget_s)
+    return {"rule": "steps", "cost": dataclasses.asdict(cost) if cost else None, "source": source, "steps": n,
+            "explicit_steps": steps is not None}
 
 
 def setup(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, dist: Dist) -> Training:
@@ -108,13 +124,19 @@ class Run:
 
     @classmethod
     def start(cls, cfg: RunConfig, dataset: Dataset, run_dir: Path, device: DeviceInfo, seed: int, steps: int | None,
-              dist: Dist = ONE, **kw) -> "Run":
+              dist: Dist = ONE, cost_table: dict | None = None, **kw) -> "Run":
         check_request(cfg, dataset, steps)
+        budget = budget_steps(cfg, dataset, device, steps, cost_table, kw["log"], kw.get("probe_timer"), dist)
         training = setup(cfg, dataset, device, seed, dist)  # before the folder: a run that cannot run leaves none
         dist.agree(lambda: open_run_dir(run_dir, resuming=False))  # rank 0 writes; its refusal stops every rank
         clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s,
-                            max_steps=steps)
-        return cls(cfg, dataset, run_dir, device, seed, training, clock, dist=dist, sessions=[dist.world_size], **kw)
+                            max_steps=budget["steps"] if budget else steps,
+                            step_cost_s=budget["cost"]["step_s"] if budget and budget["cost"] else None)
+        if clock.step_cost_s is not None:
+            clock.charge_fixed(budget["cost"]["fixed_s"])
+        run = cls(cfg, dataset, run_dir, device, seed, training, clock, dist=dist, sessions=[dist.world_size], **kw)
+        run.base["budget"] = budget
+        return run
 
     @classmethod
     def reopen(cls, run_dir: Path, dataset: Dataset | None, device: DeviceInfo, dist: Dist = ONE,
@@ -139,6 +161,7 @@ class Run:
         run = cls(cfg, dataset, run_dir, device, seed, training, BudgetClock.from_state(state["clock"]),
                   label=label or old.get("label"), dist=dist, sessions=sessions, **kw)
         run.curve, run.early_fracs = state["curve"], state["early_fracs"]
+        run.base["budget"] = old.get("budget")
         return run
 
     def _base_record(self, label, command, strict, sessions) -> dict:

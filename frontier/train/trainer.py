@@ -20,6 +20,9 @@ Data parallelism (`dist`, `frontier.train.distributed`: N processes under torchr
 of the same global batches; the loss is averaged over the ranks, the clock is rank 0's, every rank stops at the
 same step, and rank 0 alone writes the record and checkpoints and evaluates. With one process nothing changes.
 
+Under the steps rule (`TrainConfig.clock == "steps"`, the smoke and cpu profiles' default; `frontier.train.cost`)
+the budget is bought as steps before the run, at the recipe's step cost from the committed table (measured on the
+spot where the table has none); the record's `budget` says how many, at what cost, and where the cost came from.
 Under the reference clock (`TrainConfig.clock`, `frontier.train.clock`) the speed probe is timed before the first
 step (of each session: a resumed run times it again before going on), at every `PROBE_EVERY` of the run and once
 after the last step, all uncharged; the record's `probe` keeps every timing (`timings_s`), the drift and its flag,
@@ -113,16 +116,18 @@ class Progress:
 
 def train(cfg: RunConfig, dataset: Dataset, run_dir: str | Path, device: DeviceInfo | str = "cpu", seed: int = 0,
           steps: int | None = None, *, strict: bool = False, progress: bool = True, command: list[str] | None = None,
-          label: str | None = None, log=print, dist: Dist = ONE, probe_timer=None) -> dict:
+          label: str | None = None, log=print, dist: Dist = ONE, probe_timer=None,
+          cost_table: dict | None = None) -> dict:
     """Train `cfg` on `dataset` in a new run folder and return the run record (also in `run_dir/result.json`).
     `device`: a `DeviceInfo` or a name ("cpu", "cuda", "neuron", "auto"). `steps`: stop after that many steps
     instead of on the budget. `label` names what was run when it is a variant of its recipe (e.g.
     `bigram-640steps`); the record keeps it. `strict`: a recompile after warm-up stops the run. `dist`: this
     process's place in a data-parallel job (`frontier.train.distributed.init`); a rank other than 0 writes nothing
     and returns its own bookkeeping without a score. `probe_timer`: what times the speed probe under the reference
-    clock (default `frontier.train.probes.time_probe`; tests pass a fake one)."""
+    clock (default `frontier.train.probes.time_probe`; tests pass a fake one). `cost_table`: the step costs the
+    steps rule reads (`frontier.train.cost`; default the committed table)."""
     device = as_device(device)
-    run = Run.start(cfg, dataset, Path(run_dir), device, seed, steps, dist, label=label, command=command,
+    run = Run.start(cfg, dataset, Path(run_dir), device, seed, steps, dist, cost_table, label=label, command=command,
                     strict=strict, log=log, probe_timer=probe_timer)
     return run_steps(run, progress)
 
