@@ -269,3 +269,33 @@ def optim_config(changes: dict) -> OptimConfig:
     if "adam_betas" in changes:
         changes = {**changes, "adam_betas": tuple(changes["adam_betas"])}
     return OptimConfig(**changes)
+
+
+def ema_label(ema: EMAConfig) -> str:
+    """A folder label for an EMA setting of a sweep: `ema-start0.5-hl0.1`, plus `-every4`, `-mix0.5` where those
+    are not 1."""
+    return (f"ema-start{ema.start_frac:g}-hl{ema.half_life_frac:g}" + (f"-every{ema.every}" if ema.every != 1 else "")
+            + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
+
+
+def ngram_label(recipe: str, ngram: dict) -> str:
+    """A folder label for an n-gram setting of a sweep: `ngram-only-max_order4-slots8`."""
+    return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
+
+
+def settings_label(recipe: str, **settings: dict | None) -> str:
+    """A folder label for a sweep's changes of several kinds: `final-optim.matrix_lr0.04-sizes.batch_size8`."""
+    return recipe + "".join(f"-{kind}.{k}{v}" for kind, changes in sorted(settings.items())
+                            for k, v in sorted((changes or {}).items()))
+
+
+def variant_label(recipe: str, ema: EMAConfig | None = None, ngram: dict | None = None,
+                  optim: dict | None = None) -> str | None:
+    """The label of a variant of `recipe` (`frontier train --ema-*/--ngram/--optim`), naming each setting changed:
+    `ema-start0.6-hl0.05`, `ngram-slots_short256`, `final-optim.matrix_lr0.04`; None for the recipe itself."""
+    label = ema_label(ema) if ema is not None else None
+    if ngram is not None:
+        label = ngram_label(label or recipe, ngram)
+    if optim is not None:
+        label = settings_label(label or recipe, optim=optim)
+    return label

@@ -3,7 +3,7 @@
 import pytest
 
 from frontier.errors import UserError
-from frontier.figures import bars_that_mislead, new_figure, save_figure, texts_outside
+from frontier.study.figures import bars_that_mislead, new_figure, save_figure, texts_outside
 
 
 def test_a_figure_that_fits_is_saved(tmp_path):

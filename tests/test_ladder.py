@@ -176,7 +176,7 @@ def test_the_writeups_endpoints_are_never_on_our_axis():
 
 
 def test_a_gain_from_one_seed_is_labelled_one_seed(tmp_path):
-    from frontier.figures import save_figure
+    from frontier.study.figures import save_figure
 
     fig = ladder.ladder_figure(ladder.ladder_rows({k: v[:1] for k, v in _results().items()}), writeup=False)
     texts = [t.get_text() for t in fig.axes[1].texts]
@@ -389,7 +389,7 @@ def test_equal_steps_flags_name_the_newest_sweep(tmp_path):
 
 
 def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
-    from frontier.figures import save_figure
+    from frontier.study.figures import save_figure
 
     rows = ladder.ladder_rows(_results(), equal_steps={"ema": ladder.EqualSteps(_sweep(), "ema")})
     fig = ladder.ladder_figure(rows)

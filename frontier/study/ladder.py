@@ -491,7 +491,7 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     drawn as `judged_rows` presents them."""
     from matplotlib.patches import Patch
 
-    from ..figures import new_figure
+    from .figures import new_figure
 
     rows = judged_rows(rows)
     measured = [r for r in rows if "mean" in r]

@@ -29,6 +29,8 @@ from pathlib import Path
 from .. import records
 from ..errors import UserError
 
+from . import bench_records
+
 # ------------------------------------------------------------------------------------------------ bench-versions
 
 
@@ -108,7 +110,7 @@ def run_bench_versions(versions: list[str], recipes: list[str], profile: str = "
     arguments = {"versions": list(versions), "recipes": list(recipes), "profile": profile, "steps": steps,
                  "repeats": repeats, "rounds": rounds, "device": device}
     resolved = [resolve_version(v) for v in versions]  # every version checked before any work
-    path = records.new_record_path(out, "bench-versions", [v.replace("/", "_")[-20:] for v in versions]) \
+    path = bench_records.new_record_path(out, "bench-versions", [v.replace("/", "_")[-20:] for v in versions]) \
         if out is not None else None
     made: list[str] = []
     repo = None
@@ -164,7 +166,7 @@ def run_bench_versions(versions: list[str], recipes: list[str], profile: str = "
     for v in body["versions"]:
         if "commit" in next(r for r in resolved if r["spec"] == v["spec"]):
             v["folder"] = "(a temporary git worktree, removed)"
-    return records.bench_record("bench-versions", arguments, command, f"{__name__}.run_bench_versions", body, path)
+    return bench_records.bench_record("bench-versions", arguments, command, f"{__name__}.run_bench_versions", body, path)
 
 
 def summarise_versions(resolved: list[dict], recipes: list[str], executions: list[dict]) -> dict:
@@ -247,7 +249,7 @@ def run_profile_step(recipe: str, profile: str = "cpu", steps: int = 5, device: 
     if steps < 1:
         raise UserError(f"--steps {steps} is not a positive count", "pass --steps 1 or more")
     arguments = {"recipe": recipe, "profile": profile, "steps": steps, "device": device, "kernels": kernels}
-    path = records.new_record_path(out, "profile-step", [recipe]) if out is not None else None
+    path = bench_records.new_record_path(out, "profile-step", [recipe]) if out is not None else None
     prof = get_profile(profile)
     dev = select_device(device)
     entry = build_entry(recipe, prof, dev, profile_dataset(prof, log=log), kernels=kernels)
@@ -276,7 +278,7 @@ def run_profile_step(recipe: str, profile: str = "cpu", steps: int = 5, device: 
         "kernel_calls": calls(), "compile": watch.summary(), "torch_threads": torch.get_num_threads(),
     }
     body["matmul_share"] = groups.get("matrix multiplies", 0.0) / total
-    return records.bench_record("profile-step", arguments, command, f"{__name__}.run_profile_step", body, path)
+    return bench_records.bench_record("profile-step", arguments, command, f"{__name__}.run_profile_step", body, path)
 
 
 def format_profile(result: dict) -> str:
