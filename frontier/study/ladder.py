@@ -621,12 +621,6 @@ README_BEGIN = "<!-- ladder table: generated from {path} by frontier.study.ladde
 README_END = "<!-- end of ladder table -->"
 
 
-def plain_verdict(verdict: str) -> str:
-    """A verdict without its threshold ("better beyond the noise (p < 0.05)" -> "better beyond the noise"), for
-    tables that give p beside it."""
-    return verdict.split(" (p ")[0]
-
-
 def readme_table(record: dict) -> str:
     """The ladder record as the README shows it: one row per rung, ours with its seeds and steps, tokens/s, the gain
     at equal steps (where the record has one) and at equal budget, the rule's verdict, the write-up's endpoints
