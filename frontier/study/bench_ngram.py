@@ -7,8 +7,8 @@ cuts them (`shard_batches`, `windows_per_call` windows per call, window i in fol
 - `numpy`: `NGramMix.count_tokens`, which counts tables on the CPU in NumPy (`_observe_np`), each fold on a thread
   of its own (up to the CPU count);
 - `numpy-serial`: the same, one thread (`threads=1`): the folds one after another;
-- `torch`: `NGramMix._observe_torch`, the counting as first written (one `torch.unique` per table group, slot
-  replacement re-ranked every round), which still counts tables that live on an accelerator.
+- `torch`: `NGramMix._observe_torch`, the torch counting (one `torch.unique` per table group, slot replacement
+  re-ranked every round), which counts tables that live on an accelerator.
 
 The variants alternate, numpy numpy-serial torch numpy ..., `repeats` rounds, each into fresh tables (allocating them is
 not timed), so that a machine that speeds up or slows down affects both alike; `ratio` is numpy's median tokens/s

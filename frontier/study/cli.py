@@ -359,9 +359,9 @@ def register(sub) -> None:
                       steps=(5, "table steps per round"))
     s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
 
-    s = _bench_parser(sub, "bench-ngram", cmd_bench_ngram, "time the n-gram tables' counting: NumPy against the "
-                      "original torch", "Count a profile's train shards into fresh n-gram tables, the NumPy counting "
-                      "(what count_tokens runs on the CPU) and the original torch counting in alternation, and check "
+    s = _bench_parser(sub, "bench-ngram", cmd_bench_ngram, "time the n-gram tables' counting: NumPy against "
+                      "torch", "Count a profile's train shards into fresh n-gram tables, the NumPy counting "
+                      "(what count_tokens runs on the CPU) and the torch counting in alternation, and check "
                       "that both give the same tables, every buffer.", profile=_TABLES_PROFILE)
     s.add_argument("--recipe", default="ngram", help="whose n-gram config (default ngram)")
     s.add_argument("--check-bits", type=int, default=None, metavar="N",

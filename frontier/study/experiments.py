@@ -40,7 +40,7 @@ def size(n_layer: int, n_embd: int, head_dim: int = 64, **more) -> dict:
 
 
 # The model sizes chapter 01 tries: a profile's own, one step either side of it in depth and in width, and half
-# the batch (one seed each, at the profile's budget, all in one sitting: the profile's own size is trained again
+# the batch (one seed each, at the profile's budget, one after another: the profile's own size is trained again
 # beside its neighbours). The cpu profile's 3 x 192 came from a wider sweep under the wall clock (runs/cpu/size-*,
 # older records).
 SIZE_SWEEPS: dict[str, list[dict]] = {

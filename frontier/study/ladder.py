@@ -105,7 +105,7 @@ def corpus_label(recipe: str, corpus: str = "embedded") -> str | None:
 def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "embedded", log=print) -> dict[str, list[dict]]:
     """Train or reuse every rung's recipe for seeds 0..seeds-1 on `corpus` (`frontier.data.corpus.CORPORA`); returns
     recipe -> records, in seed order. Seeds are interleaved across rungs (seed 0 of every rung, then seed 1),
-    so a drift of the machine's speed during the session touches every rung alike."""
+    so a drift of the machine's speed while they train touches every rung alike."""
     from ..data.dataset import profile_dataset
     from ..profiles import get_profile
     from . import experiments as ex

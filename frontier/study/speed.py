@@ -1,12 +1,12 @@
 """Training throughput across code versions, and where a step's time goes.
 
 `frontier bench-versions VERSION... --recipes R...`: the same recipes timed under several versions of the code,
-side by side in one sitting. A VERSION is a checkout (a folder holding `frontier/__main__.py`) or a commit of this
+side by side, interleaved. A VERSION is a checkout (a folder holding `frontier/__main__.py`) or a commit of this
 repository (checked out into a temporary git worktree, removed afterwards). Old code is never imported here: each
 execution is that checkout's own command line, `python -m frontier bench R... --out FILE` in a fresh process with
 PYTHONPATH set to the checkout (module paths differ across versions: before the layout the package was flat), and
 its bench record is read back. Executions alternate A B C A B C ... (`rounds` of each version), so that a machine
-that speeds up or slows down during the sitting affects every version alike; per version and recipe the record
+that speeds up or slows down during the comparison affects every version alike; per version and recipe the record
 keeps every round's tokens/s samples, their median, and the ratio of that median to the first version's. A recipe a
 version does not know is recorded as absent for it (with the version's recipe list), not dropped silently.
 
@@ -52,7 +52,7 @@ def resolve_version(spec: str, repo: Path | None = None) -> dict:
     """{'spec', 'folder' (a checkout) or 'commit' (full sha)}: a folder holding frontier/__main__.py, else a commit
     of `repo`; one clear error for anything else."""
     if not spec.strip():
-        raise UserError("an empty version", "pass a checkout folder or a commit, e.g. 748ca2a")
+        raise UserError("an empty version", "pass a checkout folder or a commit, e.g. HEAD~1")
     folder = Path(spec)
     if folder.is_dir():
         if not (folder / "frontier" / "__main__.py").is_file():
@@ -69,7 +69,7 @@ def resolve_version(spec: str, repo: Path | None = None) -> dict:
 
 def check_arguments(versions: list[str], recipes: list[str], rounds: int, steps: int, repeats: int) -> None:
     if len(versions) < 2:
-        raise UserError(f"bench-versions compares versions: got {len(versions)}", "pass two or more, e.g. 748ca2a HEAD")
+        raise UserError(f"bench-versions compares versions: got {len(versions)}", "pass two or more, e.g. HEAD~1 HEAD")
     if len(set(versions)) != len(versions):
         raise UserError(f"a version is named twice in {' '.join(versions)}", "name each version once")
     if not recipes:

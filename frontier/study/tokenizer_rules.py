@@ -7,7 +7,7 @@ for `steps` steps on each (val_bpb does not depend on the tokenizer's units: bit
 is a named one (`embedded`, `stdlib-source`) or a folder of documents (`--text`), such as a user's own.
 
 A many-character corpus a reader can rebuild (Debian's translated manual pages, as a new user would gather their
-documents into a folder; the rule study of issue 25 used it):
+documents into a folder; the manual-page records in runs/cpu/bench/ were made from it):
 
     apt-get install manpages-fr manpages-ru manpages-ja manpages-zh
     python -m frontier.study.tokenizer_rules --gather-manpages DIR   # fr, ru, ja, zh_CN: about 2.25 MB each
