@@ -6,7 +6,7 @@ studies (`ngram_orders`, `roofline`: a Trn2 step predicted; `census`: every kern
 `replay`: does this code reproduce a record?), and the book's machinery (`experiments`: runs as the chapters use
 them; `ladder`: every rung of the write-up; `book`: the chapters run by papermill; `report`: tables for them;
 `figures`: how they are drawn), the records they leave (`bench_records`: bench records, and runs excluded from
-quotation), and their commands (`cli`, registered by
+quotation), a pool of one-thread worker processes (`workers`), and their commands (`cli`, registered by
 `frontier.cli`).
 
 May import anything in the package but the command line. Nothing outside `frontier.study` imports it but
