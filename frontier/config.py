@@ -27,7 +27,7 @@ class BigramConfig:
     lr: float = 0.05  # Adam learning rate of the table (before the schedule)
 
 
-# The n-gram model's smoothings (formulas in `frontier.model.ngram`): Witten-Bell (the original), interpolated absolute
+# The n-gram model's smoothings (formulas in docs/ngram.md): Witten-Bell (the default), interpolated absolute
 # discounting with one discount per context length, and with three (D1, D2, D3+: modified Kneser-Ney's discounts,
 # without its continuation-count lower orders, which the tables do not keep).
 NGRAM_SMOOTHINGS = ("witten-bell", "absolute", "absolute-modified")

@@ -34,11 +34,18 @@ class NeuronProbe:
     versions: dict = field(default_factory=dict)
 
 
-def _import(name: str):
+def optional_import(name: str, missing: str):
+    """An optional package: (the module, "") when `name` imports, else (None, why not): `missing` when the module
+    itself is not installed, else the import's own error (a broken install can raise anything, or miss a module of
+    its own)."""
     try:
-        return importlib.import_module(name), None
-    except Exception as e:  # ImportError, or a broken install raising anything else
-        return None, f"{type(e).__name__}: {e}"
+        return importlib.import_module(name), ""
+    except ModuleNotFoundError as e:
+        if e.name == name:
+            return None, missing
+        return None, f"`import {name}` failed: {e!r}"
+    except Exception as e:  # a broken install is "not available", with the reason
+        return None, f"`import {name}` failed: {e!r}"
 
 
 def _major_minor(version: str) -> tuple[int, int]:
@@ -51,9 +58,9 @@ def _major_minor(version: str) -> tuple[int, int]:
 
 def probe_neuron() -> NeuronProbe:
     """Which Neuron path the installed packages offer, judged by what they contain."""
-    tnx, err = _import("torch_neuronx")
+    tnx, why = optional_import("torch_neuronx", "torch-neuronx is not installed")
     if tnx is None:
-        return NeuronProbe(None, f"torch-neuronx is not installed ({err}); install it from the Neuron pip index {NEURON_INDEX}")
+        return NeuronProbe(None, f"{why}; install torch-neuronx from the Neuron pip index {NEURON_INDEX}")
     version = getattr(tnx, "__version__", None)
     if not isinstance(version, str):
         return NeuronProbe(
@@ -70,9 +77,9 @@ def probe_neuron() -> NeuronProbe:
         if not is_available():
             return NeuronProbe(None, f"torch-neuronx {version} is installed but sees no NeuronCore (is this a Trn2 instance?)", versions)
         return NeuronProbe("native", "", versions)
-    xla, err = _import("torch_xla")
+    xla, why = optional_import("torch_xla", "torch_xla is not installed")
     if xla is None:
-        return NeuronProbe(None, f"torch-neuronx {version} is the XLA flavour but torch_xla does not import ({err})", versions)
+        return NeuronProbe(None, f"torch-neuronx {version} is the XLA flavour but torch_xla does not import ({why})", versions)
     versions["torch_xla"] = getattr(xla, "__version__", "unknown")
     if not (callable(getattr(xla, "device", None)) and callable(getattr(xla, "sync", None))):
         return NeuronProbe(None, f"torch_xla {versions['torch_xla']} lacks torch_xla.device()/torch_xla.sync()", versions)

@@ -54,12 +54,6 @@ class Profile:
     probe_ref_s: float | None = None  # ... and its time on the reference machine at this profile's shapes (seconds)
 
 
-# The reference machine of the reference clock: the probe times below were measured there (`frontier clock-check`,
-# the median of 20 timed runs in one process, torch's 2 threads, nothing else running), each run one call of the
-# probe at the profile's shapes.
-REFERENCE_MACHINE = "AMD EPYC (2 cores), torch 2 threads"
-
-
 # The competition's setting (trn2); the gpu profile is the same run on one CUDA GPU, its vocabulary not fixed and
 # one process.
 COMPETITION = Profile(
@@ -84,10 +78,9 @@ COMPETITION = Profile(
     nproc=4,  # one process per logical NeuronCore: a Trn2 chip shows 4 (8 physical cores, 2 each)
 )
 
-# gpt-step-1 on REFERENCE_MACHINE (see above), at the smoke and cpu profiles' shapes: the median of 20 timings,
-# `frontier clock-check --probe-only --profile smoke|cpu` under the exclusive CPU lock, records
-# runs/bench/smoke/clock-check-probe-20261203-013837.json (8.0 ms; sd 10.5% of it, range 43%) and
-# runs/bench/cpu/clock-check-probe-20261203-013838.json (147.2 ms; sd 11.9%, range 49%).
+# The reference clock's machine is the one that timed these: gpt-step-1 at the smoke and cpu profiles' shapes, the
+# median of 20 timings (`frontier clock-check --probe-only`; docs/log.md; its hardware in the records
+# runs/bench/smoke/clock-check-probe-20261203-013837.json and runs/bench/cpu/clock-check-probe-20261203-013838.json).
 SMOKE_PROBE_REF_S = 0.0080
 CPU_PROBE_REF_S = 0.1472
 
@@ -104,7 +97,7 @@ PROFILES: dict[str, Profile] = {
             n_kv_head=2,
             seq_len=64,
             batch_size=8,
-            budget_s=1.0,  # 2.5 until issue 26 (the suite inside 10 minutes): about 100 steps a run, enough to run
+            budget_s=1.0,  # about 100 steps a run: enough to run the chapters, short enough for the suite (docs/log.md)
             bigram_rows=2**12,
             bigram_lr=0.005,
             ngram_buckets_log2=12,

@@ -18,11 +18,8 @@ from .config import CLOCKS, BigramConfig, EMAConfig, ModelConfig, NGramConfig, O
 from .errors import UserError
 from .profiles import Profile, get_profile
 
-# The EMA recipe's weight average. Chapter 05's first sweep (start 0.5 or 0.75 x half-life 0.05 or 0.15 of the run,
-# one seed each, wall clock, runs/cpu/ema-start*-hl*/s0) chose start 0.5, half-life 0.15, the average alone; under
-# the equal-steps rule (issue 25) a short average evaluated as 0.6 average + 0.4 live beat the live weights at 400
-# steps, seeds 0-2 paired: +0.0020 bpb, p = 0.023 (start 0.5, half-life 0.05, runs/cpu/sweeps/
-# sweep-average-400-20261203-070854.json, on ngram-tuned), so these are the constants now: an update every step.
+# The EMA recipe's weight average: a short one, updated every step and evaluated as 0.6 average + 0.4 live, beat the
+# live weights at equal steps (docs/log.md; runs/cpu/sweeps/sweep-average-400-20261203-070854.json).
 EMA_START_FRAC = 0.5
 EMA_HALF_LIFE_FRAC = 0.05
 EMA_EVERY = 1
@@ -110,18 +107,14 @@ NGRAM_CTX = NGRAM_TABLES.derive("ngram-ctx", "the better tables, mixed per posit
                                 "lengths and the bias scale from the contexts' counts", ngram_mixer="counts")
 GATE = EMA.derive("gate", "gated attention: a per-head gate 2*sigmoid(W x[:12]) on the attention output, W "
                   "zero-initialised (every gate 1 at the start), on top of `ema`", attn_gate=True)
-# The size chapter 07's sweep chose for the n-gram recipe at the cpu profile (one seed per size, runs/cpu/ngram-size-*
-# and the ladder's ngram seeds at 3 x 192; AMD EPYC, 2 cores, code 66fa40b): 3 x 128 scored 1.7492 in 352 steps,
-# 2 x 192 1.7608, 3 x 192 1.8104 ± 0.0084 (3 seeds), 4 x 192 1.8592, 3 x 256 1.9046; a smaller model's extra steps
-# are worth more than its capacity. The smallest width swept won, so a smaller size still might win too.
+# The size chapter 07's sweep chose for the n-gram recipe at the cpu profile: a smaller model's extra steps were worth
+# more than its capacity (docs/log.md; runs/cpu/ngram-size-*).
 NGRAM_SIZED_CPU = dict(n_layer=3, n_embd=128, n_head=2, n_kv_head=2)
 NGRAM_SIZED = NGRAM.derive("ngram-sized", "the n-gram recipe at the size chapter 07 chose for a profile (cpu: "
                            "3 x 128 instead of 3 x 192)", sizes={"cpu": NGRAM_SIZED_CPU})
-# The sized recipe tuned for the few hundred steps a cpu run takes (issue 25's screen: 400 steps, cpu profile, AMD
-# EPYC 2 cores, seeds paired, runs/cpu/ngram-sized-*-400steps and runs/cpu/sweeps/sweep-bigram-lr-400-*): the bigram
-# table's Adam rate 0.01 instead of 0.05 (1.7309/1.7235 against 1.7361/1.7341 on seeds 0/1); Muon's momentum warmed
-# up over 0.75 of the run instead of 300 steps (the share the 300 steps are of a 400-step run; 0.1 scored 0.0107
-# worse, 0.3 0.0059 worse, 1.0 0.0006 worse on seed 0), so that a run of any length reaches the target momentum.
+# The sized recipe tuned for the few hundred steps a cpu run takes: the bigram table's Adam rate 0.01 instead of 0.05,
+# Muon's momentum warmed up over 0.75 of the run (so that a run of any length reaches the target momentum) instead of
+# 300 steps (docs/log.md; runs/cpu/sweeps/sweep-bigram-lr-400-20261203-013822.json, runs/cpu/ngram-sized-*-400steps).
 NGRAM_TUNED_CPU = dict(NGRAM_SIZED_CPU, bigram_lr=0.01)
 NGRAM_TUNED = NGRAM_SIZED.derive("ngram-tuned", "the sized n-gram recipe tuned for a few hundred steps: the bigram "
                                  "table's rate 0.01 (cpu), Muon's momentum warm-up over 0.75 of the run",
@@ -136,27 +129,10 @@ NGRAM_ONLY_CTX = NGRAM_ONLY_TABLES.derive("ngram-only-ctx", "the n-gram model al
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
                                          NGRAM_ONLY, EMA, GATE, NGRAM_SIZED, NGRAM_TUNED, NGRAM_TABLES, NGRAM_CTX, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
 # The final recipe (chapter 07): the last rung of the ladder, every change on its path shown by its chapter to
-# help at equal budget. `final` and `best` are names for it (what `make demo` trains); its runs are recorded under
-# its own name. Chapter 07 measured on the cpu profile (AMD EPYC, 2 cores, runs/cpu/ema/s?, runs/cpu/gate/s?, code
-# 1f925ce): the EMA scored 0.0122 ± 0.0007 worse than the live weights inside each of 6 runs (at about 200 steps
-# the loss still falls fast at the end of the run, and an average over its last third lags behind the live
-# weights; chapter 05 found it ahead at about 470 steps on a faster machine), and gated attention on top of it
-# moved val_bpb by -0.018 ± 0.023 over 3 paired seeds, inside the noise. Neither is on the final path. The size
-# (`NGRAM_SIZED`) was, until the measurement below.
-# Issue 25 re-judged the size after the speed work (cpu profile, 180 s on the reference clock, seeds 0-2 interleaved in
-# one sitting, AMD EPYC 2 cores, code 210ca40, runs/cpu/sweeps/sweep-budget-size-* and sweep-ablation-*-budget-*):
-# 3 x 128 now takes 714-746 steps, 4.5-4.7 epochs of the embedded corpus's 649,529 training tokens, and scores
-# 1.7323 against 3 x 192's 1.7065 in 408-430 steps (paired gain of the smaller size -0.0258, p = 0.047): the size
-# that bought steps now buys epochs of the same text, and the rule (a change that trades steps is judged at equal
-# budget) drops it. The tuning of NGRAM_TUNED won at 400 steps (+0.0074, p = 0.045) but did not at the steps the
-# budget buys (3 x 128: -0.0450 at p = 0.050; 3 x 192: +0.0007, p = 0.63), so it is not on the path either.
-# The ladder's sitting (issue 25: cpu profile, 180 s reference clock, seeds 0-2 interleaved, code 884cdf9, records
-# runs/cpu/ladder/embedded-20261203-104333.json and runs/cpu/sweeps/sweep-ablation-final-budget-20261203-104752.json)
-# judged each part of `ngram` and the weight average (`ema`, the EMA_* constants above) by the rule
-# (frontier.study.compare.RULE): without the n-gram mix -0.0768 (p = 0.013) and without the bigram table -0.0496
-# (p = 0.032) at equal budget, both kept; the average at equal steps +0.0020 (p = 0.016: the same runs' live and
-# averaged weights at the same step, the live weights being `ngram`'s trajectory exactly) and at equal budget +0.0035
-# (p = 0.50, inside the noise, not worse): kept. So the final recipe is `ema` (1.7061 ± 0.0064 in 390-445 steps).
+# help at equal budget; `final` and `best` are names for it (what `make demo` trains), its runs recorded under its
+# own name. The ladder judged each part of `ngram` and the weight average by the rule (frontier.study.compare.RULE):
+# all kept; the size (`NGRAM_SIZED`), its tuning (`NGRAM_TUNED`) and the gate (`GATE`) are off the path (docs/log.md;
+# runs/cpu/ladder/embedded-20261203-104333.json, runs/cpu/sweeps/sweep-ablation-final-budget-20261203-104752.json).
 FINAL = "ema"
 BEST = FINAL
 ALIASES = {"final": FINAL, "best": BEST}
@@ -270,3 +246,33 @@ def optim_config(changes: dict) -> OptimConfig:
     if "adam_betas" in changes:
         changes = {**changes, "adam_betas": tuple(changes["adam_betas"])}
     return OptimConfig(**changes)
+
+
+def ema_label(ema: EMAConfig) -> str:
+    """A folder label for an EMA setting of a sweep: `ema-start0.5-hl0.1`, plus `-every4`, `-mix0.5` where those
+    are not 1."""
+    return (f"ema-start{ema.start_frac:g}-hl{ema.half_life_frac:g}" + (f"-every{ema.every}" if ema.every != 1 else "")
+            + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
+
+
+def ngram_label(recipe: str, ngram: dict) -> str:
+    """A folder label for an n-gram setting of a sweep: `ngram-only-max_order4-slots8`."""
+    return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
+
+
+def settings_label(recipe: str, **settings: dict | None) -> str:
+    """A folder label for a sweep's changes of several kinds: `final-optim.matrix_lr0.04-sizes.batch_size8`."""
+    return recipe + "".join(f"-{kind}.{k}{v}" for kind, changes in sorted(settings.items())
+                            for k, v in sorted((changes or {}).items()))
+
+
+def variant_label(recipe: str, ema: EMAConfig | None = None, ngram: dict | None = None,
+                  optim: dict | None = None) -> str | None:
+    """The label of a variant of `recipe` (`frontier train --ema-*/--ngram/--optim`), naming each setting changed:
+    `ema-start0.6-hl0.05`, `ngram-slots_short256`, `final-optim.matrix_lr0.04`; None for the recipe itself."""
+    label = ema_label(ema) if ema is not None else None
+    if ngram is not None:
+        label = ngram_label(label or recipe, ngram)
+    if optim is not None:
+        label = settings_label(label or recipe, optim=optim)
+    return label

@@ -7,13 +7,9 @@ the clock (budget, charged and uncharged seconds), the score (val_bpb with its c
 val_bytes, and its bits and bytes per validation document, `val_by_document`), the status (finished, interrupted,
 diverged, running), the implementation that ran for each op, and the loss curve. Records written before
 `data.train_tokens` and `val_by_document` were kept lack them, and load as they are. `frontier card RUN_DIR` shows a
-record on one page (`frontier.study.card`).
+record on one page (`frontier.study.card`). `frontier eval --record` keeps an evaluation record beside the run.
 
-Bench records (`frontier bench`, `bench-table`, `bench-head`, `bench-ngram`, `ngram-orders`, `kernels --census`,
-`kernels --roofline`) are one JSON file each: `record` ("frontier-bench"), `kind`, `created` (local time, ISO
-8601), `command`, `arguments`, `code` (`code_version()`), then the bench's own fields, and `path`. `out` is a
-folder, where a new file `<kind>-<names>-<YYYYmmdd-HHMMSS>.json` is made beside the older ones (the CLI's default
-folder: `runs/bench/<profile>/`), or a `.json` file, which must not exist: a record is never overwritten.
+Bench records and the exclusion of runs from quotation are the study's (`frontier.study.bench_records`).
 """
 
 from __future__ import annotations
@@ -25,7 +21,6 @@ import platform
 import subprocess
 import sys
 import time
-from datetime import datetime
 from pathlib import Path
 
 import torch
@@ -100,12 +95,12 @@ def write_json(path: str | Path, obj: dict) -> Path:
     """Write `obj` as indented JSON, atomically (a reader never sees half a file)."""
     path = Path(path)
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=_jsonable) + "\n")
+    tmp.write_text(json.dumps(obj, indent=1, default=jsonable) + "\n")
     tmp.replace(path)
     return path
 
 
-def _jsonable(x):
+def jsonable(x):
     if hasattr(x, "tolist"):
         return x.tolist()
     if isinstance(x, Path):
@@ -127,21 +122,26 @@ def load_record(run: str | Path) -> dict:
     return upgrade(rec)
 
 
-EXCLUDED = "excluded.json"
 
-
-def exclude(run_dir: str | Path, reason: str) -> Path:
-    """Mark a run as not to be quoted, with the reason, in a file beside its record (the record stays as it is).
-    `frontier.study.experiments` never reuses an excluded run; a new run goes beside it."""
-    return write_json(Path(run_dir) / EXCLUDED, {"reason": reason, "code": code_version(),
-                                                 "excluded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-
-
-def excluded(run_dir: str | Path) -> str | None:
-    """The reason a run was excluded, or None."""
-    path = Path(run_dir) / EXCLUDED
-    return json.loads(path.read_text())["reason"] if path.is_file() else None
-
+def write_evaluation_record(run_dir, rec: dict, score: dict, dev, weights: str | None, adaptive: bool, data,
+                            command: list[str]) -> Path:
+    """`frontier eval --record`: the scores beside the run, `RUN_DIR/eval-YYYYmmdd-HHMMSS.json` (a new file each
+    time, never over an older one), with the run's steps, the weights (`weights`, None: the declared ones) and data
+    (`data`, a `Dataset`; None: the run's own) scored, the code, the hardware, and the `command` that made it."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path, n = Path(run_dir) / f"eval-{stamp}.json", 2
+    while path.exists():
+        path, n = Path(run_dir) / f"eval-{stamp}-{n}.json", n + 1
+    out = {"kind": "evaluation", "run_dir": str(run_dir), "recipe": rec.get("recipe"), "seed": rec.get("seed"),
+           "steps": rec.get("steps"), "config_hash": rec.get("config_hash"), "weights": weights or "declared",
+           "adaptive": adaptive, "data": {"folder": str(data.folder) if data else rec.get("data", {}).get("folder"),
+                                          "manifest_hash": data.manifest_hash if data else
+                                          rec.get("data", {}).get("manifest_hash")},
+           "scores": {k: v for k, v in score.items() if k != "val_by_document"},
+           "val_by_document": score.get("val_by_document"), "code": code_version(),
+           "hardware": hardware(dev.device), "device": dev.backend, "command": command,
+           "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return write_json(path, out)
 
 def upgrade(rec: dict) -> dict:
     """A record written by older code, brought to today's fields from what it stored; each field derived here is
@@ -177,101 +177,3 @@ def upgrade(rec: dict) -> dict:
         rec["derived"] = derived
     return rec
 
-
-# ----------------------------------------------------------------------------- bench records
-
-BENCH_RECORD = "frontier-bench"
-
-
-def record_header(kind: str, arguments: dict, command: list[str]) -> dict:
-    """The fields every bench record starts with: what it is, when, how it was asked for, and which code."""
-    return {"record": BENCH_RECORD, "kind": kind, "created": datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": list(command), "arguments": arguments, "code": code_version()}
-
-
-def python_call(fn: str, arguments: dict) -> str:
-    """`fn` (its qualified name) called with `arguments`, written as Python: the command of a record made from
-    Python rather than the command line."""
-    return f"{fn}(" + ", ".join(f"{k}={v!r}" for k, v in arguments.items()) + ")"
-
-
-def cli_command(subcommand: str, positional: list[str], options: dict) -> list[str]:
-    """The `frontier` command line that reproduces a bench: `options` {"--flag": value}; True is a bare flag,
-    False and None are left out."""
-    argv = ["frontier", subcommand, *positional]
-    for flag, v in options.items():
-        if v is True:
-            argv.append(flag)
-        elif v is not None and v is not False:
-            argv += [flag, str(v)]
-    return argv
-
-
-def default_record_dir(profile: str) -> Path:
-    """Where the CLI keeps bench records when no --out is given: runs/bench/<profile>/ (under the current folder)."""
-    return Path("runs") / "bench" / profile
-
-
-def new_record_path(out: str | Path, kind: str, names) -> Path:
-    """The file a new record goes to. `out` ending in .json: that file, which must not exist. Otherwise a folder
-    (made when the record is written), and in it `<kind>-<names joined by +>-<YYYYmmdd-HHMMSS>.json`, with -2,
-    -3 ... added when that name is taken: never an existing file."""
-    out = Path(out)
-    if out.suffix == ".json":
-        if out.exists():
-            raise UserError(f"bench record {str(out)!r} already exists", "pass a new file, or a folder to add a record to")
-        return out
-    if out.exists() and not out.is_dir():
-        raise UserError(f"{str(out)!r} is neither a folder nor a .json file", "pass a folder or a new .json file")
-    stem = f"{kind}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}"
-    path, n = out / f"{stem}.json", 1
-    while path.exists():
-        n += 1
-        path = out / f"{stem}-{n}.json"
-    return path
-
-
-def write_bench_record(result: dict, path: str | Path) -> Path:
-    """Write `result` as JSON to `path` (its folder made if missing), refusing to replace a file; sets
-    `result["path"]` and returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    result["path"] = str(path)
-    text = json.dumps(result, indent=1, default=_jsonable) + "\n"
-    try:
-        with open(path, "x") as fh:
-            fh.write(text)
-    except FileExistsError:
-        raise UserError(f"bench record {str(path)!r} already exists", "pass a new file, or a folder to add a record to") from None
-    return path
-
-
-def load_bench_record(path: str | Path) -> dict:
-    """A bench record written by `write_bench_record` (its `path` set to where it was read from); one clear error
-    if `path` holds none."""
-    path = Path(path)
-    try:
-        rec = json.loads(path.read_text())
-    except (FileNotFoundError, IsADirectoryError):
-        raise UserError(f"no bench record at {str(path)!r}", "pass a file written by `frontier bench` or `bench-table`") from None
-    except json.JSONDecodeError:
-        raise UserError(f"{str(path)!r} is not valid JSON", "re-run the bench") from None
-    if not isinstance(rec, dict) or rec.get("record") != BENCH_RECORD:
-        raise UserError(f"{str(path)!r} is not a bench record", "pass a file written by `frontier bench` or `bench-table`")
-    rec["path"] = str(path)
-    return rec
-
-
-def bench_record(kind: str, arguments: dict, command: list[str] | None, fn: str, body: dict, path: Path | None,
-                 cpu: bool = False) -> dict:
-    """A finished bench record: the header (`record_header`; `command` None: the call of `fn` with `arguments`, as
-    Python), then `body`, then `path`; written there when `path` is given. `path` comes from `new_record_path`,
-    asked for before the bench runs, so that a bad `out` fails before the work. `cpu`: a bench of the CPU alone,
-    whose `device` and `hardware` are this machine's CPU."""
-    result = record_header(kind, arguments, command or [python_call(fn, arguments)])
-    if cpu:
-        result.update(device={"backend": "cpu"}, hardware=hardware(torch.device("cpu")))
-    result.update(body, path=None)
-    if path is not None:
-        write_bench_record(result, path)
-    return result

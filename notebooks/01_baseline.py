@@ -36,7 +36,8 @@ from frontier.figures import loss_curve_figure, new_figure, save_figure
 from frontier.optim.optimizers import Optimizers
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.records import REPO, load_bench_record
+from frontier.records import REPO
+from frontier.study.bench_records import load_bench_record
 from frontier.study import experiments as ex
 from frontier.study import report
 from frontier.study.clock_check import format_clock_check

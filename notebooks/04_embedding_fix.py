@@ -40,7 +40,7 @@ from frontier.model.bigram import BigramEmbedding, bigram_rows
 from frontier.optim import bigram_update
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
-from frontier.records import load_bench_record
+from frontier.study.bench_records import load_bench_record
 from frontier.study import experiments as ex
 from frontier.study import ladder, report
 from frontier.study.bench import format_bench

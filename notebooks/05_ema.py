@@ -171,7 +171,7 @@ for seed in range(P.seeds):
     recs = [load_record(d) for d in ex.seed_dirs(run_root, resolve("ngram", P), seed)]
     recs = [r for r in recs if r.get("status") == "finished" and r.get("config_hash") == parent[seed]["config_hash"]
             and r["code"].get("source_sha256") == parent[seed]["code"].get("source_sha256")
-            and not ex.records.excluded(r["run_dir"])]
+            and not ex.bench_records.excluded(r["run_dir"])]
     if len(recs) > 1:
         repeats = recs
         break

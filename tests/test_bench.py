@@ -5,7 +5,7 @@ import pytest
 
 from frontier.cli import main
 from frontier.errors import UserError
-from frontier.records import load_bench_record, new_record_path, write_bench_record
+from frontier.study.bench_records import load_bench_record, new_record_path, write_bench_record
 from frontier.study.bench import format_bench, run_bench, summarise
 
 RECORD_KEYS = {"record", "kind", "created", "command", "arguments", "code", "profile", "device", "hardware", "path"}

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from frontier.cli import main
 from frontier.errors import UserError
-from frontier.records import load_bench_record
+from frontier.study.bench_records import load_bench_record
 from frontier.study.bench import run_bench
 from frontier.study.bench_head import agreement, make_inputs, peak_memory_child, plain_head_ce, run_head_bench
 

@@ -4,7 +4,7 @@ import pytest
 
 from frontier.cli import main
 from frontier.errors import UserError
-from frontier.records import load_bench_record
+from frontier.study.bench_records import load_bench_record
 from frontier.study.bench_ngram import run_ngram_bench
 
 

@@ -84,7 +84,8 @@ def _record(cfg, seed=0, max_steps=None, folder=None):
 
 def _config_of_command(argv, vocab_size):
     """What `frontier train` itself resolves from a command line: the CLI's own parser and config."""
-    from frontier.cli import build_parser, train_config
+    from frontier.cli import build_parser
+    from frontier.flags import train_config
 
     assert argv[:2] == ["frontier", "train"]
     a = build_parser().parse_args(argv[1:])
@@ -187,7 +188,7 @@ def test_the_card_shows_the_score_with_its_steps_and_a_command_that_reproduces_i
 
 
 def test_the_card_of_an_excluded_run_says_so_and_why(tmp_path):
-    from frontier.records import exclude
+    from frontier.study.bench_records import exclude
     from frontier.study.card import score_section
 
     rec = {"recipe": "baseline", "steps": 10, "val_bpb": 2.5, "bpb_convention": "nanochat", "status": "finished",

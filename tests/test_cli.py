@@ -203,3 +203,22 @@ def test_ngram_flags_change_the_recorded_config(tmp_path, smoke_data):
     ng = rec["config"]["model"]["ngram"]
     assert (ng["slots"], ng["smoothing"], ng["mixer"]) == (8, "absolute", "counts")
     assert "--ngram" in rec["command"] and "slots=8" in rec["command"]
+
+
+def test_the_core_commands_load_nothing_of_the_study(tmp_path, corpus_dir, smoke_data):
+    """prepare, train (a variant, whose label the core names), eval, recipes and profiles run without importing
+    `frontier.study`."""
+    code = f"""
+import sys
+from frontier.cli import main
+run, data = {str(tmp_path / "run")!r}, {str(smoke_data.folder)!r}
+assert main(["recipes"]) == main(["profiles"]) == 0
+assert main(["prepare", "--out", {str(tmp_path / "data")!r}, "--text", {str(corpus_dir)!r}, "--vocab-size", "512"]) == 0
+assert main(["train", "--recipe", "ngram-only", "--profile", "smoke", "--data", data, "--steps", "2",
+             "--no-progress", "--out", run, "--ngram", "slots=8"]) == 0
+assert main(["eval", "--run", run]) == 0
+study = sorted(m for m in sys.modules if m.startswith("frontier.study"))
+assert study == [], study
+"""
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]

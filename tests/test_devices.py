@@ -164,3 +164,17 @@ def test_malloc_is_tuned_only_for_the_cpu(monkeypatch):
     assert "malloc" not in info.describe() and info.malloc is None
     with pytest.raises(AssertionError, match="off the CPU"):
         devices._cpu()
+
+
+def test_an_optional_import_says_why_it_is_missing(tmp_path, monkeypatch):
+    from frontier.devices import optional_import
+
+    assert optional_import("json", "no json") == (sys.modules["json"], "")
+    assert optional_import("frontier_no_such_package", "not here") == (None, "not here")
+    (tmp_path / "frontier_broken_package.py").write_text("import frontier_no_such_dependency\n")
+    (tmp_path / "frontier_raising_package.py").write_text("raise RuntimeError('a broken install')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module, why = optional_import("frontier_broken_package", "not here")  # installed, but its own import fails
+    assert module is None and why.startswith("`import frontier_broken_package` failed: ModuleNotFoundError")
+    module, why = optional_import("frontier_raising_package", "not here")
+    assert module is None and "RuntimeError('a broken install')" in why

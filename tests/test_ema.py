@@ -8,11 +8,12 @@ import pytest
 import torch
 import torch.nn as nn
 
-from frontier.cli import _ema_override, build_parser, main
+from frontier.cli import build_parser, main
 from frontier.config import EMAConfig, RunConfig
 from frontier.devices import select_device
 from frontier.errors import UserError
-from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_MIX, EMA_START_FRAC, get_recipe, resolve
+from frontier.flags import ema_override
+from frontier.recipes import EMA_HALF_LIFE_FRAC, EMA_MIX, EMA_START_FRAC, ema_label, get_recipe, resolve
 from frontier.train import trainer as trainer_mod
 from frontier.train.ema import WeightEMA
 from frontier.train.trainer import CHECKPOINT, RunStopped, evaluate_run, resume, train
@@ -205,8 +206,8 @@ def test_interrupt_and_resume_continue_the_shadow_bit_for_bit(smoke_data, tmp_pa
 def test_train_flags_change_the_recipes_ema_and_only_that(capsys):
     parse = build_parser().parse_args
     a = parse(["train", "--recipe", "ema", "--ema-half-life", "0.05", "--ema-every", "4"])
-    assert _ema_override(a, get_recipe("ema")) == EMAConfig(EMA_START_FRAC, 0.05, 4, EMA_MIX)
-    assert _ema_override(parse(["train", "--recipe", "ema"]), get_recipe("ema")) is None
+    assert ema_override(a, get_recipe("ema")) == EMAConfig(EMA_START_FRAC, 0.05, 4, EMA_MIX)
+    assert ema_override(parse(["train", "--recipe", "ema"]), get_recipe("ema")) is None
     cases = [
         (["--recipe", "ngram", "--ema-start", "0.5"], ["recipe 'ngram' has no EMA", "--recipe ema"]),
         (["--recipe", "ema", "--ema-mix", "1.5"], ["EMA mix 1.5 is out of range"]),
@@ -230,7 +231,7 @@ def test_experiments_pass_the_ema_through(monkeypatch, tmp_path, smoke_data):
     monkeypatch.setattr(ex, "train", fake_train)
     setting = EMAConfig(0.7, 0.05, every=2, mix=0.5)
     ex.seeds("ema", "smoke", n=2, root=tmp_path, data=smoke_data, device="cpu", ema=setting,
-             label=ex.ema_label(setting), log=lambda m: None)
+             label=ema_label(setting), log=lambda m: None)
     assert [cfg.train.ema for cfg, _, _ in seen] == [setting, setting]
     assert [str(d.relative_to(tmp_path)) for _, d, _ in seen] == ["smoke/ema-start0.7-hl0.05-every2-mix0.5/s0",
                                                                    "smoke/ema-start0.7-hl0.05-every2-mix0.5/s1"]

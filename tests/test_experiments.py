@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 from frontier import records
+from frontier.study import bench_records
 from frontier.study import experiments as ex
 from frontier.study import replay
 
@@ -90,7 +91,7 @@ def test_check_losses_bit_for_bit_or_within_a_stated_tolerance():
 def test_an_excluded_run_is_kept_but_never_reused(tmp_path, smoke_data):
     logs = []
     a = _run(tmp_path, smoke_data, logs, steps=3)
-    records.exclude(a["run_dir"], "trained while another job loaded the machine")
+    bench_records.exclude(a["run_dir"], "trained while another job loaded the machine")
     b = _run(tmp_path, smoke_data, logs, steps=3)
     assert b["run_dir"].endswith("s0-2") and (Path(a["run_dir"]) / records.RECORD).is_file()
     assert any("excluded: trained while another job" in m for m in logs)

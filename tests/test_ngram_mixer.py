@@ -122,7 +122,7 @@ def test_explain_positions_splits_the_loss_between_network_and_counts():
 
 
 def test_a_sweep_changes_the_ngram_settings_and_labels_its_folders():
-    from frontier.study.experiments import ngram_label
+    from frontier.recipes import ngram_label
 
     cfg = resolve("ngram-only", "cpu", ngram={"slots": 8, "mixer": "counts"})
     assert (cfg.model.ngram.slots, cfg.model.ngram.mixer) == (8, "counts")

@@ -197,7 +197,7 @@ def test_the_rule_study_measures_each_rule_on_a_folder_of_documents(corpus_dir, 
     """`run_rule_study` on a user's folder: every rule prepared and trained, its record says what each rule gave a
     piece and how many bytes a token holds (the corpus has 153 distinct characters: more than either rule gives a
     piece at a vocabulary of 512, 127 and 63)."""
-    from frontier.records import load_bench_record
+    from frontier.study.bench_records import load_bench_record
     from frontier.study.tokenizer_rules import RULES, run_rule_study
 
     rules = {k: RULES[k] for k in ("every character (earlier)", "at most a quarter")}

@@ -27,7 +27,7 @@ PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"),
          "attn_gate": ("gate", "attention gate")}
 ALL = "all"  # every learning change at once: the baseline
 # The steps an equal-steps ablation takes per profile: about what the profile's budget buys the final recipe
-# (cpu: `ema` took 390-445 steps in 180 reference seconds in the ladder's sitting, runs/cpu/ladder/).
+# (cpu: `ema` took 390-445 steps in 180 reference seconds, runs/cpu/ladder/embedded-20261203-104333.json).
 EQUAL_STEPS = {"smoke": 3, "cpu": 420}
 
 

@@ -47,6 +47,8 @@ from ..train.compile import CompileWatch, fresh_compile
 from ..train.ema import WeightEMA
 from ..train.step import Training, setup_training, train_step
 
+from . import bench_records
+
 
 @dataclass
 class Entry:
@@ -144,14 +146,14 @@ def run_bench(recipes: list[str], profile: str = "cpu", steps: int = 10, repeats
         arguments["kernels"] = kernels
     if nproc is not None:
         arguments["nproc"] = list(nproc)
-    path = records.new_record_path(out, "bench", recipes) if out is not None and distributed.env_rank() == 0 else None
+    path = bench_records.new_record_path(out, "bench", recipes) if out is not None and distributed.env_rank() == 0 else None
     if nproc is not None and not distributed.launched():
         result = _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, nproc,
                                  log, kernels)
     else:
         with cold_compile_caches() if cold else nullcontext():
             result = _run_bench(recipes, profile, steps, repeats, device, data, warmup_steps, memory, log, kernels)
-    return records.bench_record("bench", arguments, command, f"{__name__}.run_bench", result, path)
+    return bench_records.bench_record("bench", arguments, command, f"{__name__}.run_bench", result, path)
 
 
 def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps, memory, cold, counts, log,
@@ -171,7 +173,7 @@ def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps
     with tempfile.TemporaryDirectory(prefix="frontier-bench-") as tmp:
         for n in counts:
             path = Path(tmp) / f"nproc{n}.json"
-            argv = records.cli_command("bench", list(recipes), {"--profile": prof.name, "--steps": steps, "--repeats": repeats,
+            argv = bench_records.cli_command("bench", list(recipes), {"--profile": prof.name, "--steps": steps, "--repeats": repeats,
                                                         "--device": device, "--data": str(dataset.folder),
                                                         "--cold": cold, "--no-memory": not memory,
                                                         "--kernels": kernels, "--out": str(path)})[1:]
@@ -185,7 +187,7 @@ def _run_bench_jobs(recipes, profile, steps, repeats, device, data, warmup_steps
                 last = ([l for l in proc.stderr.splitlines() if l.strip()] or ["no message"])[-1]
                 raise UserError(f"the bench on {n} process(es) failed ({last.strip()[:300]})",
                                 f"run it alone to see why: {' '.join(cmd)}")
-            job = records.load_bench_record(path)
+            job = bench_records.load_bench_record(path)
             jobs.append({"nproc": n, "command": cmd, "device": job["device"], "hardware": job["hardware"],
                          "distributed": job.get("distributed")})
             rows += [{**row, "nproc": n} for row in job["rows"]]

@@ -13,7 +13,7 @@ resident memory, runs forward + backward once, and reports its peak resident mem
 first small call, so that imports and op registration are not counted; the peak reset by /proc/self/clear_refs):
 what the op and its backward add at their peak, the gradients of hidden and W included (both variants make them).
 Both variants' losses and gradients are compared on the same inputs (`max_rel_diff`). The result is a bench record
-(`frontier.records.bench_record`, kind `bench-head`).
+(`frontier.study.bench_records.bench_record`, kind `bench-head`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ import time
 import torch
 import torch.nn.functional as F
 
-from .. import records
 from ..kernels import ops
 from ..kernels.reference import CHUNK_ELEMENTS
 from ..profiles import get_profile
+
+from . import bench_records
 
 VARIANTS = ("plain", "fused")
 CORRECTIONS = 8  # n-gram corrections per position (frontier.model.ngram's top continuations)
@@ -110,7 +111,7 @@ def run_head_bench(profiles: list[str], steps: int = 1, repeats: int = 3, memory
                    out=None, command: list[str] | None = None) -> dict:
     """Plain against fused at each profile's shapes, the n-gram bias off and on (see the module docstring)."""
     arguments = {"profiles": list(profiles), "steps": steps, "repeats": repeats, "memory": memory}
-    path = records.new_record_path(out, "bench-head", profiles) if out is not None else None
+    path = bench_records.new_record_path(out, "bench-head", profiles) if out is not None else None
     cases = []
     for name in profiles:
         p = get_profile(name)
@@ -139,7 +140,7 @@ def run_head_bench(profiles: list[str], steps: int = 1, repeats: int = 3, memory
                                         / case["memory"]["fused"]["extra_peak_mib"])
             cases.append(case)
             log(format_case(case))
-    return records.bench_record("bench-head", arguments, command, f"{__name__}.run_head_bench", {"cases": cases},
+    return bench_records.bench_record("bench-head", arguments, command, f"{__name__}.run_head_bench", {"cases": cases},
                                 path, cpu=True)
 
 

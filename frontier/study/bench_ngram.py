@@ -7,8 +7,8 @@ cuts them (`shard_batches`, `windows_per_call` windows per call, window i in fol
 - `numpy`: `NGramMix.count_tokens`, which counts tables on the CPU in NumPy (`_observe_np`), each fold on a thread
   of its own (up to the CPU count);
 - `numpy-serial`: the same, one thread (`threads=1`): the folds one after another;
-- `torch`: `NGramMix._observe_torch`, the counting as first written (one `torch.unique` per table group, slot
-  replacement re-ranked every round), which still counts tables that live on an accelerator.
+- `torch`: `NGramMix._observe_torch`, the torch counting (one `torch.unique` per table group, slot replacement
+  re-ranked every round), which counts tables that live on an accelerator.
 
 The variants alternate, numpy numpy-serial torch numpy ..., `repeats` rounds, each into fresh tables (allocating them is
 not timed), so that a machine that speeds up or slows down affects both alike; `ratio` is numpy's median tokens/s
@@ -27,12 +27,13 @@ from pathlib import Path
 
 import torch
 
-from .. import records
 from ..data.dataset import Dataset, profile_dataset
 from ..errors import UserError
 from ..model.ngram import NGramMix, shard_batches
 from ..profiles import get_profile
 from ..recipes import resolve
+
+from . import bench_records
 
 VARIANTS = ("numpy", "numpy-serial", "torch")
 
@@ -64,7 +65,7 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
                         f"choose from {', '.join(VARIANTS)}")
     arguments = {"profile": profile, "recipe": recipe, "check_bits": check_bits, "repeats": repeats,
                  "windows_per_call": windows_per_call, "data": data, "variants": list(variants)}
-    path = records.new_record_path(out, "bench-ngram", [recipe] + ([f"bits{check_bits}"] if check_bits else [])) \
+    path = bench_records.new_record_path(out, "bench-ngram", [recipe] + ([f"bits{check_bits}"] if check_bits else [])) \
         if out is not None else None
     prof = get_profile(profile)
     if resolve(recipe, prof).model.ngram is None:
@@ -98,7 +99,7 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
     base = rows[-1]["tokens_per_s_median"]  # the last variant (torch, when both run) is the reference
     for row in rows:
         row["ratio"] = row["tokens_per_s_median"] / base
-    return records.bench_record(
+    return bench_records.bench_record(
         "bench-ngram", arguments, command, f"{__name__}.run_ngram_bench",
         {"profile": prof.name, "recipe": recipe, "ngram": dataclasses.asdict(ng), "vocab_size": V, "seq_len": seq_len,
          "windows_per_call": windows_per_call, "tokens": tokens, "table_mib": table_mib,

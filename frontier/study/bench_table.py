@@ -3,7 +3,7 @@
 how SparseAdam fits fixed shapes and compilation).
 
 `run_table_bench` keeps the curve (`update_time_curve`: per table size, each kind's share of a step in ms, timed in
-alternation) as a bench record (`frontier.records.write_bench_record`).
+alternation) as a bench record (`frontier.study.bench_records.write_bench_record`).
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .. import records
 from ..config import BigramConfig, OptimConfig
 from ..model.bigram import BigramEmbedding, bigram_rows, sign_index
 from ..optim.bigram_update import TorchTableOptimizer, make_bigram_update
+
+from . import bench_records
 
 
 def table_step(emb: BigramEmbedding, upd, idx: torch.Tensor, upstream: torch.Tensor, lr_mult: float = 1.0) -> None:
@@ -215,9 +216,9 @@ def run_table_bench(rows_list: list[int], dim: int, batch: torch.Tensor, steps: 
     updates = tuple(updates or UPDATE_KINDS)
     arguments = {"rows": list(rows_list), "dim": dim, "batch_shape": list(batch.shape), "steps": steps,
                  "repeats": repeats, "updates": list(updates), "profile": profile}
-    path = records.new_record_path(out, "bench-table", updates) if out is not None else None
+    path = bench_records.new_record_path(out, "bench-table", updates) if out is not None else None
     curve = update_time_curve(rows_list, dim, batch, steps, repeats, updates)
-    return records.bench_record("bench-table", arguments, command, f"{__name__}.run_table_bench",
+    return bench_records.bench_record("bench-table", arguments, command, f"{__name__}.run_table_bench",
                                 {"profile": profile, "dim": dim, "batch_shape": list(batch.shape),
                                  "positions": batch.numel(), "steps": steps, "repeats": repeats,
                                  "updates": list(updates), "curve": curve}, path, cpu=True)

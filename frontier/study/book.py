@@ -69,18 +69,6 @@ def _strip_cell_timings(nb) -> None:
         nb.metadata.get("papermill", {}).pop(k, None)
 
 
-def _failed_cell(nb) -> tuple[int, str]:
-    code_index = 0
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        code_index += 1
-        for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                return code_index, f"{out.get('ename')}: {out.get('evalue')}"
-    return -1, "unknown error"
-
-
 def run_chapter(src: Path, dst: Path, params: dict, in_place: bool, log=print) -> bool:
     import nbformat
     import papermill as pm

@@ -33,7 +33,8 @@ from ..data.dataset import MANIFEST, embedded_folder_name
 from ..devices import DEVICES
 from ..errors import UserError
 from ..profiles import get_profile
-from ..records import EXCLUDED, excluded, load_record
+from ..records import load_record
+from .bench_records import EXCLUDED, excluded
 from ..recipes import RECIPES, resolve
 from .bootstrap import bootstrap_bpb
 from .report import fmt, short_code

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import torch
 
-from .. import records
 from ..devices import select_device
 from ..errors import UserError
 from ..profiles import get_profile
 from ..recipes import get_recipe, resolve
 from ..train.probes import ProbeShapes, source_hash, time_probe
 from ..train.trainer import train
+
+from . import bench_records
 
 CONDITIONS = ("2-threads", "1-thread", "loaded")
 
@@ -87,7 +88,7 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
     conditions = tuple(conditions)
     check_arguments(recipes, profile, conditions, budget_s, probe_only)
     p = get_profile(profile)
-    path = records.new_record_path(out, "clock-check", list(recipes) or ["probe"]) if out is not None else None
+    path = bench_records.new_record_path(out, "clock-check", list(recipes) or ["probe"]) if out is not None else None
     root = (path.parent if path else Path("runs") / "bench" / p.name) / f"clock-check-runs-{time.strftime('%Y%m%d-%H%M%S')}"
     dev = select_device("cpu")
     threads0 = torch.get_num_threads()
@@ -125,7 +126,7 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
             "spread": spread, "runs": runs, "summary": summarise(runs)}
     arguments = {"recipes": list(recipes), "profile": p.name, "seed": seed, "budget_s": budget_s,
                  "conditions": list(conditions), "spread_repeats": spread_repeats, "probe_only": probe_only}
-    return records.bench_record("clock-check", arguments, command, "frontier.study.clock_check.run_clock_check",
+    return bench_records.bench_record("clock-check", arguments, command, "frontier.study.clock_check.run_clock_check",
                                 body, path, cpu=True)
 
 

@@ -42,11 +42,11 @@ POWER = 0.8
 NOISE_RULE = (
     "How many seeds a claim needs here (chapter 05, cpu profile, recipe ngram; records in runs/cpu/ngram, "
     "ngram-again1/2 and ema-start0.5-hl0.15): the seed-to-seed std of val_bpb is 0.0027, and the same seed at the "
-    "same budget varies by 0.0039 when the machine's speed changes between sessions. For p < 0.05 with power 0.8, "
-    "a difference of 0.005 needs 6 seeds per group (Welch) and 0.002 needs 30. Compare runs trained in the same "
-    "session; pair by seed (--paired) only those (across sessions the per-seed differences had a std of 0.0049, "
-    "larger than the seed spread); a gain measured inside one run (val_bpb_live against val_bpb_ema) is sharper "
-    "than any comparison between runs."
+    "same budget varies by 0.0039 when the machine's speed changes from one time to another. For p < 0.05 with "
+    "power 0.8, a difference of 0.005 needs 6 seeds per group (Welch) and 0.002 needs 30. Compare runs trained "
+    "together; pair by seed (--paired) only those (between runs trained apart the per-seed differences had a std of "
+    "0.0049, larger than the seed spread); a gain measured inside one run (val_bpb_live against val_bpb_ema) is "
+    "sharper than any comparison between runs."
 )
 
 # The one rule every rung, sweep and ablation is judged by (chapter 05 explains it; `judge` and `keep` apply it to a
@@ -55,8 +55,8 @@ RULE = (
     "A speed change (the same arithmetic: compile, kernels, the sparse update) is judged by a side-by-side bench "
     "(tokens/s, rounds interleaved in one process) and by the steps it buys under the reference clock; no bpb test. "
     "A learning change (anything that changes what is computed) is judged first at equal steps, paired by seed "
-    "(a --steps run is nearly deterministic on the CPU), then confirmed at equal budget, interleaved with its parent "
-    "in one sitting. It is kept when its paired gain at equal steps is positive with p < 0.05 (two-sided paired "
+    "(a --steps run is nearly deterministic on the CPU), then confirmed at equal budget, trained interleaved with "
+    "its parent. It is kept when its paired gain at equal steps is positive with p < 0.05 (two-sided paired "
     "t-test, at least 3 seeds) and at equal budget it is not worse beyond the noise; otherwise it is dropped. "
     "A change that trades what a step learns for how many steps fit (the model's size, the batch) is shown at equal "
     "steps but judged at equal budget alone: it is kept when its paired gain there is positive with p < 0.05."

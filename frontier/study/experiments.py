@@ -10,8 +10,8 @@ the book trains only what changed, and every quoted number comes from code shown
 
 Nothing here deletes a record. A record that cannot be reused stays where it is, and the new run goes beside it
 (`sSEED-2`, `sSEED-3`, ...); the newest reusable one of those folders is the one a chapter reads. A run can be
-excluded from quotation by a note beside its record (`frontier.records.exclude`, with the reason); it is then
-never reused.
+excluded from quotation by a note beside its record (`frontier.study.bench_records.exclude`, with the reason); it
+is then never reused.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from ..profiles import Profile, get_profile
 from ..recipes import Recipe, resolve
 from ..train.checkpoint import CHECKPOINT
 from ..train.trainer import train
+from . import bench_records
 from . import replay, report
 from .bench import run_bench
 from .bench_table import run_table_bench
@@ -40,7 +41,7 @@ def size(n_layer: int, n_embd: int, head_dim: int = 64, **more) -> dict:
 
 
 # The model sizes chapter 01 tries: a profile's own, one step either side of it in depth and in width, and half
-# the batch (one seed each, at the profile's budget, all in one sitting: the profile's own size is trained again
+# the batch (one seed each, at the profile's budget, one after another: the profile's own size is trained again
 # beside its neighbours). The cpu profile's 3 x 192 came from a wider sweep under the wall clock (runs/cpu/size-*,
 # older records).
 SIZE_SWEEPS: dict[str, list[dict]] = {
@@ -59,24 +60,6 @@ FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
 
 def size_label(sizes: dict) -> str:
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
-
-
-def ema_label(ema: EMAConfig) -> str:
-    """A folder label for an EMA setting of a sweep: `ema-start0.5-hl0.1`, plus `-every4`, `-mix0.5` where those
-    are not 1."""
-    return (f"ema-start{ema.start_frac:g}-hl{ema.half_life_frac:g}" + (f"-every{ema.every}" if ema.every != 1 else "")
-            + (f"-mix{ema.mix:g}" if ema.mix != 1.0 else ""))
-
-
-def ngram_label(recipe: str, ngram: dict) -> str:
-    """A folder label for an n-gram setting of a sweep: `ngram-only-max_order4-slots8`."""
-    return recipe + "".join(f"-{k}{v}" for k, v in sorted(ngram.items()))
-
-
-def settings_label(recipe: str, **settings: dict | None) -> str:
-    """A folder label for a sweep's changes of several kinds: `final-optim.matrix_lr0.04-sizes.batch_size8`."""
-    return recipe + "".join(f"-{kind}.{k}{v}" for kind, changes in sorted(settings.items())
-                            for k, v in sorted((changes or {}).items()))
 
 
 def profile_with(profile: str | Profile, **sizes) -> Profile:
@@ -162,8 +145,8 @@ def run(
     """Train `recipe` (a name, or a `Recipe` such as one derived for a sweep) with `profile` (or return a finished
     record the current code reproduces) and return its run record. A reused record carries `replay` (the check's result, see `frontier.study.replay`); a new one does not.
     `sizes` changes profile fields, `ema` the recipe's EMA settings, `ngram` fields of its n-gram model, `optim`
-    fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, `ema_label`,
-    `ngram_label`, `settings_label`) so that it gets folders of its own.
+    fields of its `OptimConfig` (`frontier.recipes.resolve`); give a variant a `label` (`size_label`, or
+    `frontier.recipes`' `ema_label`, `ngram_label`, `settings_label`) so that it gets folders of its own.
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again. `clock`: "wall" or "reference" (None: the profile's; `frontier.train.clock`)."""
     prof = get_profile(profile)
@@ -176,8 +159,8 @@ def run(
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
         why = mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device))
-        if why is None and records.excluded(run_dir):
-            why = f"excluded: {records.excluded(run_dir)}"
+        if why is None and bench_records.excluded(run_dir):
+            why = f"excluded: {bench_records.excluded(run_dir)}"
         if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
             why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
         if why is None:
@@ -219,7 +202,7 @@ def bench(recipes: list[str], profile: str | Profile, root: str | Path = "runs",
     """`frontier.study.bench.run_bench`, kept as a bench record in `ROOT/PROFILE/bench/` and read back from it."""
     p = get_profile(profile)
     result = run_bench(recipes, profile=p.name, out=Path(root) / p.name / "bench", **kw)
-    return records.load_bench_record(result["path"])
+    return bench_records.load_bench_record(result["path"])
 
 
 def table_bench(rows_list: list[int], dim: int, batch, profile: str | Profile, root: str | Path = "runs",
@@ -227,4 +210,4 @@ def table_bench(rows_list: list[int], dim: int, batch, profile: str | Profile, r
     """`frontier.study.bench_table.run_table_bench` (the bigram table's update), kept in `ROOT/PROFILE/bench/`, read back."""
     p = get_profile(profile)
     result = run_table_bench(rows_list, dim, batch, profile=p.name, out=Path(root) / p.name / "bench", **kw)
-    return records.load_bench_record(result["path"])
+    return bench_records.load_bench_record(result["path"])

@@ -105,7 +105,7 @@ def corpus_label(recipe: str, corpus: str = "embedded") -> str | None:
 def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "embedded", log=print) -> dict[str, list[dict]]:
     """Train or reuse every rung's recipe for seeds 0..seeds-1 on `corpus` (`frontier.data.corpus.CORPORA`); returns
     recipe -> records, in seed order. Seeds are interleaved across rungs (seed 0 of every rung, then seed 1),
-    so a drift of the machine's speed during the session touches every rung alike."""
+    so a drift of the machine's speed while they train touches every rung alike."""
     from ..data.dataset import profile_dataset
     from ..profiles import get_profile
     from . import experiments as ex
@@ -619,12 +619,6 @@ def format_ladder(rows: list[dict]) -> str:
 
 README_BEGIN = "<!-- ladder table: generated from {path} by frontier.study.ladder.readme_table; do not edit by hand -->"
 README_END = "<!-- end of ladder table -->"
-
-
-def plain_verdict(verdict: str) -> str:
-    """A verdict without its threshold ("better beyond the noise (p < 0.05)" -> "better beyond the noise"), for
-    tables that give p beside it."""
-    return verdict.split(" (p ")[0]
 
 
 def readme_table(record: dict) -> str:

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
-from .. import records
 from ..data.dataset import Dataset, profile_dataset
 from ..errors import UserError
 from ..model.ngram import NGramOnly, false_hit_rate, shard_batches
 from ..profiles import get_profile
 from ..recipes import resolve
 from ..train.bpb import evaluate_bpb
+
+from . import bench_records
 
 # The chapter's grid, each a set of changes to the recipe's n-gram model: the three smoothings without and with
 # check bits; all of the text (one table set) at the folds' memory and at twice the buckets (the memory of two folds);
@@ -90,7 +91,7 @@ def run_order_curve(profile: str = "cpu", recipe: str = "ngram-only", variants: 
         raise UserError(f"recipe {recipe!r} has no n-gram model", "pass a recipe with one, e.g. --recipe ngram-only")
     arguments = {"profile": prof.name, "recipe": recipe, "variants": variants, "orders": orders,
                  "data": None if isinstance(data, Dataset) else data}
-    path = records.new_record_path(out, "ngram-orders", [recipe]) if out is not None else None
+    path = bench_records.new_record_path(out, "ngram-orders", [recipe]) if out is not None else None
     dataset = data if isinstance(data, Dataset) else (Dataset(data) if data else profile_dataset(prof, log=log))
     cfg = resolve(recipe, prof, vocab_size=dataset.vocab_size)
     K = cfg.model.ngram.max_order
@@ -117,7 +118,7 @@ def run_order_curve(profile: str = "cpu", recipe: str = "ngram-only", variants: 
                      "false_hits": fh, "scores": scores, "best_order": best["order"], "best_val_bpb": best["val_bpb"]})
         log(f"ngram-orders: {name}: best {best['val_bpb']:.4f} at length {best['order']}, at {orders[-1]} "
             f"{scores[-1]['val_bpb']:.4f}; false hits {fh['false_hit_rate']:.4f}; {counting_s:.1f}s counting")
-    return records.bench_record(
+    return bench_records.bench_record(
         "ngram-orders", arguments, command, f"{__name__}.run_order_curve",
         {"profile": prof.name, "recipe": recipe, "vocab_size": V, "seq_len": seq_len, "orders": orders,
          "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash}, "rows": rows},

@@ -13,9 +13,9 @@ The rule, which a reader can check by running `frontier replay RUN_DIR`:
    a data-parallel run (`world_size` > 1; the replay runs one process on the whole batch, which trains the same
    thing with its sums in another order) must reproduce them within `REL_TOL_DATA_PARALLEL`. On a CPU model other
    than the record's, or with another number of torch threads, an eager model is held to `REL_TOL_COMPILED` too:
-   another CPU's vector kernels round differently (an eager run trained on an AMD EPYC replays on an Intel Xeon one
+   another CPU's vector kernels round differently (an eager run trained on one CPU model replays on another one
    float32 rounding apart, about 2e-7 relative, at some steps), and another thread count splits the same sums in
-   another order (a run trained by a one-thread worker of a sitting, replayed with two threads); bit-for-bit would
+   another order (a run trained by a one-thread worker, replayed with two threads); bit-for-bit would
    send every such record to be trained again.
 2. **Scoring.** The current scorer counts the same validation tokens and bytes as the record (`val_tokens`,
    `val_bytes`: the windows and the byte counting), and the scoring functions of `frontier/train/bpb.py`

@@ -59,6 +59,8 @@ from ..kernels.interpreter import Counts
 from ..profiles import get_profile
 from ..recipes import resolve
 
+from . import bench_records
+
 ROOFLINE_RECORD = "frontier-roofline"
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
@@ -492,7 +494,7 @@ def record_path(folder, profile: str, n_layer: int | None = None, n_embd: int | 
     """Where a new roofline record for these shapes goes in `folder` (`roofline-PROFILE+LxD-TIME.json`), found
     before the minutes of computing it, so that a path that cannot be written is refused first."""
     p = get_profile(profile)
-    return records.new_record_path(folder, "roofline", [profile, f"{n_layer or p.n_layer}x{n_embd or p.n_embd}"])
+    return bench_records.new_record_path(folder, "roofline", [profile, f"{n_layer or p.n_layer}x{n_embd or p.n_embd}"])
 
 
 def roofline_record(profile: str, folder, n_layer: int | None = None, n_embd: int | None = None,
@@ -505,5 +507,5 @@ def roofline_record(profile: str, folder, n_layer: int | None = None, n_embd: in
     path = record_path(folder, profile, n_layer, n_embd)
     result = roofline(profile, n_layer=n_layer, n_embd=n_embd, log=log)
     result["command"] = [f"frontier.study.roofline.roofline_record({profile!r}, n_layer={n_layer}, n_embd={n_embd})"]
-    records.write_bench_record(result, path)
+    bench_records.write_bench_record(result, path)
     return result

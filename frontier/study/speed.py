@@ -1,12 +1,12 @@
 """Training throughput across code versions, and where a step's time goes.
 
 `frontier bench-versions VERSION... --recipes R...`: the same recipes timed under several versions of the code,
-side by side in one sitting. A VERSION is a checkout (a folder holding `frontier/__main__.py`) or a commit of this
+side by side, interleaved. A VERSION is a checkout (a folder holding `frontier/__main__.py`) or a commit of this
 repository (checked out into a temporary git worktree, removed afterwards). Old code is never imported here: each
 execution is that checkout's own command line, `python -m frontier bench R... --out FILE` in a fresh process with
 PYTHONPATH set to the checkout (module paths differ across versions: before the layout the package was flat), and
 its bench record is read back. Executions alternate A B C A B C ... (`rounds` of each version), so that a machine
-that speeds up or slows down during the sitting affects every version alike; per version and recipe the record
+that speeds up or slows down during the comparison affects every version alike; per version and recipe the record
 keeps every round's tokens/s samples, their median, and the ratio of that median to the first version's. A recipe a
 version does not know is recorded as absent for it (with the version's recipe list), not dropped silently.
 
@@ -29,6 +29,8 @@ from pathlib import Path
 from .. import records
 from ..errors import UserError
 
+from . import bench_records
+
 # ------------------------------------------------------------------------------------------------ bench-versions
 
 
@@ -50,7 +52,7 @@ def resolve_version(spec: str, repo: Path | None = None) -> dict:
     """{'spec', 'folder' (a checkout) or 'commit' (full sha)}: a folder holding frontier/__main__.py, else a commit
     of `repo`; one clear error for anything else."""
     if not spec.strip():
-        raise UserError("an empty version", "pass a checkout folder or a commit, e.g. 748ca2a")
+        raise UserError("an empty version", "pass a checkout folder or a commit, e.g. HEAD~1")
     folder = Path(spec)
     if folder.is_dir():
         if not (folder / "frontier" / "__main__.py").is_file():
@@ -67,7 +69,7 @@ def resolve_version(spec: str, repo: Path | None = None) -> dict:
 
 def check_arguments(versions: list[str], recipes: list[str], rounds: int, steps: int, repeats: int) -> None:
     if len(versions) < 2:
-        raise UserError(f"bench-versions compares versions: got {len(versions)}", "pass two or more, e.g. 748ca2a HEAD")
+        raise UserError(f"bench-versions compares versions: got {len(versions)}", "pass two or more, e.g. HEAD~1 HEAD")
     if len(set(versions)) != len(versions):
         raise UserError(f"a version is named twice in {' '.join(versions)}", "name each version once")
     if not recipes:
@@ -108,7 +110,7 @@ def run_bench_versions(versions: list[str], recipes: list[str], profile: str = "
     arguments = {"versions": list(versions), "recipes": list(recipes), "profile": profile, "steps": steps,
                  "repeats": repeats, "rounds": rounds, "device": device}
     resolved = [resolve_version(v) for v in versions]  # every version checked before any work
-    path = records.new_record_path(out, "bench-versions", [v.replace("/", "_")[-20:] for v in versions]) \
+    path = bench_records.new_record_path(out, "bench-versions", [v.replace("/", "_")[-20:] for v in versions]) \
         if out is not None else None
     made: list[str] = []
     repo = None
@@ -164,7 +166,7 @@ def run_bench_versions(versions: list[str], recipes: list[str], profile: str = "
     for v in body["versions"]:
         if "commit" in next(r for r in resolved if r["spec"] == v["spec"]):
             v["folder"] = "(a temporary git worktree, removed)"
-    return records.bench_record("bench-versions", arguments, command, f"{__name__}.run_bench_versions", body, path)
+    return bench_records.bench_record("bench-versions", arguments, command, f"{__name__}.run_bench_versions", body, path)
 
 
 def summarise_versions(resolved: list[dict], recipes: list[str], executions: list[dict]) -> dict:
@@ -247,7 +249,7 @@ def run_profile_step(recipe: str, profile: str = "cpu", steps: int = 5, device: 
     if steps < 1:
         raise UserError(f"--steps {steps} is not a positive count", "pass --steps 1 or more")
     arguments = {"recipe": recipe, "profile": profile, "steps": steps, "device": device, "kernels": kernels}
-    path = records.new_record_path(out, "profile-step", [recipe]) if out is not None else None
+    path = bench_records.new_record_path(out, "profile-step", [recipe]) if out is not None else None
     prof = get_profile(profile)
     dev = select_device(device)
     entry = build_entry(recipe, prof, dev, profile_dataset(prof, log=log), kernels=kernels)
@@ -276,7 +278,7 @@ def run_profile_step(recipe: str, profile: str = "cpu", steps: int = 5, device: 
         "kernel_calls": calls(), "compile": watch.summary(), "torch_threads": torch.get_num_threads(),
     }
     body["matmul_share"] = groups.get("matrix multiplies", 0.0) / total
-    return records.bench_record("profile-step", arguments, command, f"{__name__}.run_profile_step", body, path)
+    return bench_records.bench_record("profile-step", arguments, command, f"{__name__}.run_profile_step", body, path)
 
 
 def format_profile(result: dict) -> str:

@@ -19,12 +19,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import records
 from ..config import EMAConfig
 from ..errors import UserError
 from ..profiles import get_profile
-from ..recipes import Recipe, get_recipe
-from . import experiments
+from ..recipes import Recipe, get_recipe, settings_label
+from . import bench_records, experiments
 from .compare import Group, judge, paired_test
 
 SWEEP_KIND = "sweep"
@@ -51,7 +50,7 @@ class Variant:
         """Its run folders' name: the recipe, each change, and the step limit (`final-optim.matrix_lr0.04-400steps`)."""
         ema = None if self.ema is None else {"start": self.ema.start_frac, "hl": self.ema.half_life_frac,
                                              "every": self.ema.every, "mix": self.ema.mix}
-        base = experiments.settings_label(self.recipe_name, sizes=self.sizes, optim=self.optim, ngram=self.ngram,
+        base = settings_label(self.recipe_name, sizes=self.sizes, optim=self.optim, ngram=self.ngram,
                                           ema=ema)
         return base + (f"-{steps}steps" if steps else "")
 
@@ -110,8 +109,8 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
     body = {"name": name, "profile": prof.name, "corpus": corpus, "seeds": list(seeds), "steps": steps,
             "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
     arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps, "corpus": corpus}
-    path = records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
-    return records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
+    path = bench_records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
+    return bench_records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
 
 
 def _run_summary(rec: dict, score: str = "val_bpb") -> dict:
@@ -145,7 +144,7 @@ def format_sweep(rec: dict) -> str:
 def newest_sweep(root: str | Path, profile: str, name: str) -> dict | None:
     """The newest sweep record of that name in ROOT/PROFILE/sweeps/ (None: none)."""
     found = sorted((Path(root) / profile / "sweeps").glob(f"{SWEEP_KIND}-{name}-*.json"), reverse=True)
-    return records.load_bench_record(found[0]) if found else None
+    return bench_records.load_bench_record(found[0]) if found else None
 
 
 __all__ = ["Variant", "format_sweep", "newest_sweep", "run_sweep"]

@@ -7,7 +7,7 @@ for `steps` steps on each (val_bpb does not depend on the tokenizer's units: bit
 is a named one (`embedded`, `stdlib-source`) or a folder of documents (`--text`), such as a user's own.
 
 A many-character corpus a reader can rebuild (Debian's translated manual pages, as a new user would gather their
-documents into a folder; the rule study of issue 25 used it):
+documents into a folder; the manual-page records in runs/cpu/bench/ were made from it):
 
     apt-get install manpages-fr manpages-ru manpages-ja manpages-zh
     python -m frontier.study.tokenizer_rules --gather-manpages DIR   # fr, ru, ja, zh_CN: about 2.25 MB each
@@ -20,10 +20,10 @@ import gzip
 import sys
 from pathlib import Path
 
-from .. import records
 from ..data.dataset import MANIFEST, Dataset, prepare
 from ..data.tokenizer import EARLIER_RULE, CharacterRule
 from ..recipes import get_recipe
+from . import bench_records
 from . import experiments
 
 KIND = "tokenizer-rules"
@@ -63,7 +63,7 @@ def run_rule_study(corpora: list[str], rules: dict[str, CharacterRule] | None = 
     rows = []
     arguments = {"corpora": list(corpora), "rules": {k: dataclasses.asdict(r) for k, r in rules.items()},
                  "vocab_size": vocab_size, "recipe": recipe, "profile": profile, "steps": steps, "seeds": list(seeds)}
-    path = records.new_record_path(out, KIND, [Path(c).name for c in corpora]) if out is not None else None
+    path = bench_records.new_record_path(out, KIND, [Path(c).name for c in corpora]) if out is not None else None
     for corpus in corpora:
         for name, rule in rules.items():
             ds = prepared(corpus, rule, vocab_size, data_root, log)
@@ -82,7 +82,7 @@ def run_rule_study(corpora: list[str], rules: dict[str, CharacterRule] | None = 
                    "data": {"folder": str(ds.folder), "manifest_hash": ds.manifest_hash}, "runs": runs}
             rows.append(row)
             log(format_row(row))
-    return records.bench_record(KIND, arguments, None, f"{__name__}.run_rule_study", {"rows": rows}, path)
+    return bench_records.bench_record(KIND, arguments, None, f"{__name__}.run_rule_study", {"rows": rows}, path)
 
 
 def format_row(r: dict) -> str:

@@ -166,8 +166,8 @@ def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np
     """`_update_slots` in NumPy, for distinct (row, token) pairs sorted by row, then token (as `_sorted_counts`
     gives them): continuations already in a slot add their counts; new ones fill a row's empty slots best first;
     the next `INSERT_ROUNDS` best of a full row each replace its smallest slot if they beat it, one per round. The
-    rounds are the original's: round r takes the new continuations of rank r among those that found no empty slot
-    (the original re-ranks what is left each round, which is the same ranking, shifted)."""
+    rounds are the torch counting's: round r takes the new continuations of rank r among those that found no empty
+    slot (the torch counting re-ranks what is left each round, which is the same ranking, shifted)."""
     S = slots.shape[1]
     flat = slots.reshape(-1)
     st = np.take(slots, rows, axis=0) >> 32  # (n, S): the tokens in each pair's slots

@@ -114,8 +114,8 @@ class NGramMix(nn.Module):
 
     @torch.no_grad()
     def _observe_torch(self, x: torch.Tensor, y: torch.Tensor, f: int) -> None:
-        """`observe` in torch, on any device: one `torch.unique` per table group, then `_update_slots` (the counting
-        as it was first written; on the CPU, `frontier bench-ngram` times it beside `_observe_np`)."""
+        """`observe` in torch, on any device: one `torch.unique` per table group, then `_update_slots` (what counts
+        tables that live on an accelerator; on the CPU, `frontier bench-ngram` times it beside `_observe_np`)."""
         V = self.V
         self.counted[f] += y.numel()
         self.uni[f] += torch.bincount(y.flatten(), minlength=V)

@@ -1,0 +1,485 @@
+"""The study commands of `frontier`: benches, comparisons, replays, the ladder, the ablations, the book and the run
+card, and the kernels command's records (`--census`, `--accuracy`, `--roofline`).
+
+`register(sub)` adds them to the command line's subcommands (`frontier.cli.build_parser` calls it, the one place the
+core command line reaches the study tools); each command imports what it runs when it runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..data.corpus import CORPORA
+from ..errors import UserError
+from ..flags import positive_float, positive_int
+
+
+def cmd_card(a) -> int:
+    from .card import write_card
+
+    print(write_card(a.run, a.out), end="")
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from .compare import compare, format_comparison
+
+    groups, diffs = compare(a.runs, by=a.by, metric=a.metric, paired=a.paired)
+    print(format_comparison(groups, diffs, a.metric))
+    return 0
+
+
+def cmd_replay(a) -> int:
+    from ..data.dataset import Dataset
+    from ..devices import select_device
+    from ..records import load_record
+    from .replay import verify
+
+    device, failed = select_device(a.device), 0
+    for run in a.runs:
+        rec = load_record(run)
+        check = verify(run, rec, Dataset(a.data or rec["data"]["folder"]), device, log=lambda m: None)
+        failed += not check["reproduced"]
+        print(f"{run}: {'reproduced' if check['reproduced'] else 'NOT reproduced'}: {check['why']}")
+    return 1 if failed else 0
+
+
+def cmd_kernel_record(a) -> int | None:
+    """`frontier kernels --roofline/--accuracy/--census PROFILE`: the kernels measured, as a record (None when none
+    of those flags is given: the kernels command then lists the ops)."""
+    from ..recipes import resolve
+
+    if a.roofline:
+        from .bench_records import default_record_dir, write_bench_record
+        from .roofline import format_roofline, record_path, roofline
+
+        path = record_path(a.out or default_record_dir(a.roofline), a.roofline, a.layers, a.width)
+        result = roofline(a.roofline, n_layer=a.layers, n_embd=a.width)
+        result["command"] = ["frontier", *a.argv]
+        print(format_roofline(result))
+        print(f"roofline record: {write_bench_record(result, path)}")
+        return 0
+    if a.accuracy:
+        from .. import records
+        from ..data.dataset import profile_dataset
+        from ..kernels.verify import accuracy, format_accuracy
+        from .bench_records import default_record_dir, new_record_path, write_bench_record
+        from .census import verify_trained
+
+        path = new_record_path(a.out or default_record_dir(a.accuracy), "kernel-accuracy", [a.accuracy])
+        code = records.code_version()
+        result = {"record": "frontier-kernel-accuracy", "profile": a.accuracy,
+                  **accuracy(resolve("baseline", a.accuracy), a.tokens),
+                  "trained_smoke": verify_trained(profile_dataset("smoke", log=lambda *x: None), steps=150),
+                  "code": code, "hardware": records.hardware(), "command": ["frontier", *a.argv]}
+        print(format_accuracy(result))
+        print(f"accuracy record: {write_bench_record(result, path)}")
+        return 0
+    if a.census:
+        from .bench_records import default_record_dir, new_record_path, write_bench_record
+        from .census import census, format_census
+
+        result = census(a.census, ops=a.ops.split(",") if a.ops else None)
+        result["command"] = sys.argv
+        path = new_record_path(a.out or default_record_dir(a.census), "kernel-census", [a.census])
+        print(format_census(result))
+        print(f"census record: {write_bench_record(result, path)}")
+        return 0
+    return None
+
+
+def cmd_book(a) -> int:
+    from .book import run_book
+
+    return run_book(profile=a.profile, chapters=a.chapters, out=a.out, in_place=a.in_place)
+
+
+def cmd_bench(a) -> int:
+    from .bench_records import cli_command, default_record_dir
+    from .bench import format_bench, run_bench
+
+    nproc = None
+    if a.nproc is not None:
+        try:
+            nproc = [int(v) for v in a.nproc.split(",") if v.strip()]
+        except ValueError:
+            nproc = []
+        if not nproc or min(nproc) < 1:
+            raise UserError(f"--nproc {a.nproc!r} is not a list of process counts", "pass e.g. --nproc 1,2")
+    command = cli_command("bench", a.recipes, {"--profile": a.profile, "--steps": a.steps, "--repeats": a.repeats,
+                                                "--device": a.device, "--data": a.data, "--cold": a.cold,
+                                                "--no-memory": a.no_memory, "--nproc": a.nproc,
+                                                "--kernels": None if a.kernels == "reference" else a.kernels})
+    result = run_bench(a.recipes, profile=a.profile, steps=a.steps, repeats=a.repeats, device=a.device, data=a.data,
+                       cold=a.cold, memory=not a.no_memory, out=a.out or default_record_dir(a.profile),
+                       command=command, nproc=nproc, kernels=a.kernels)
+    if result["path"] is None:  # a rank other than 0 of a bench under torchrun: rank 0 reports
+        return 0
+    print(format_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_bench_versions(a) -> int:
+    from .bench_records import cli_command
+    from .speed import format_versions, run_bench_versions
+
+    recipes = [r for r in (a.recipes or "").split(",") if r.strip()]
+    command = cli_command("bench-versions", a.versions, {"--recipes": a.recipes, "--profile": a.profile,
+                                                         "--steps": a.steps, "--repeats": a.repeats,
+                                                         "--rounds": a.rounds, "--device": a.device})
+    result = run_bench_versions(a.versions, recipes, profile=a.profile, steps=a.steps, repeats=a.repeats,
+                                rounds=a.rounds, device=a.device,
+                                out=a.out or Path("runs") / a.profile / "bench", command=command)
+    print(format_versions(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_profile_step(a) -> int:
+    from .bench_records import cli_command
+    from .speed import format_profile, run_profile_step
+
+    command = cli_command("profile-step", [a.recipe], {"--profile": a.profile, "--steps": a.steps,
+                                                      "--device": a.device, "--kernels": a.kernels})
+    result = run_profile_step(a.recipe, profile=a.profile, steps=a.steps, device=a.device, kernels=a.kernels,
+                              out=a.out or Path("runs") / a.profile / "bench", command=command)
+    print(format_profile(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_bench_head(a) -> int:
+    from ..profiles import get_profile
+    from .bench_records import cli_command, default_record_dir
+    from .bench_head import format_head_bench, run_head_bench
+
+    names = [n.strip() for n in a.profiles.split(",") if n.strip()]
+    for n in names:
+        get_profile(n)
+    command = cli_command("bench-head", [], {"--profiles": ",".join(names), "--steps": a.steps,
+                                              "--repeats": a.repeats, "--no-memory": a.no_memory})
+    result = run_head_bench(names, steps=a.steps, repeats=a.repeats, memory=not a.no_memory, log=lambda *x: None,
+                            out=a.out or default_record_dir(names[0]), command=command)
+    print(format_head_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_ngram_orders(a) -> int:
+    from .bench_records import cli_command, default_record_dir
+    from .ngram_orders import format_order_curve, run_order_curve
+
+    command = cli_command("ngram-orders", [], {"--profile": a.profile, "--recipe": a.recipe, "--data": a.data})
+    result = run_order_curve(a.profile, a.recipe, data=a.data, out=a.out or default_record_dir(a.profile),
+                             command=command)
+    print(format_order_curve(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_bench_ngram(a) -> int:
+    from .bench_records import cli_command, default_record_dir
+    from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
+
+    variants = VARIANTS if not a.no_reference else ("numpy", "numpy-serial")
+    command = cli_command("bench-ngram", [], {"--profile": a.profile, "--recipe": a.recipe,
+                                               "--check-bits": a.check_bits, "--repeats": a.repeats,
+                                               "--windows-per-call": a.windows_per_call, "--data": a.data,
+                                               "--no-reference": a.no_reference})
+    result = run_ngram_bench(a.profile, a.recipe, a.check_bits, a.repeats, a.windows_per_call, a.data, variants,
+                             log=lambda *x: None, out=a.out or default_record_dir(a.profile), command=command)
+    print(format_ngram_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_clock_check(a) -> int:
+    from .bench_records import cli_command, default_record_dir
+    from .clock_check import check_arguments, format_clock_check, run_clock_check
+
+    conditions = tuple(c.strip() for c in a.conditions.split(",") if c.strip())
+    check_arguments(a.recipes, a.profile, conditions, a.budget, a.probe_only)  # before anything is trained
+    command = cli_command("clock-check", a.recipes, {"--profile": a.profile, "--seed": a.seed, "--budget": a.budget,
+                                                     "--conditions": a.conditions,
+                                                     "--spread-repeats": a.spread_repeats,
+                                                     "--probe-only": a.probe_only})
+    result = run_clock_check(a.recipes, a.profile, a.seed, a.budget, conditions, a.spread_repeats,
+                             out=a.out or default_record_dir(a.profile), command=command, probe_only=a.probe_only)
+    print(format_clock_check(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def cmd_ladder(a) -> int:
+    from ..profiles import get_profile
+    from .ladder import format_ladder, ladder_rows, parse_equal_steps, run_ladder, write_ladder_record
+
+    p = get_profile(a.profile)
+    equal_steps = parse_equal_steps(a.equal_steps, a.root, p.name)  # before anything trains
+    results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
+    rows = ladder_rows(results, equal_steps=equal_steps)
+    print(format_ladder(rows))
+    path = write_ladder_record(rows, p.name, a.corpus, root=a.root,
+                               extra={"command": ["frontier", "ladder", "--profile", p.name, "--corpus", a.corpus,
+                                                  "--seeds", str(a.seeds or p.seeds), "--root", a.root]
+                                      + [x for item in a.equal_steps for x in ("--equal-steps", item)]})
+    print(f"ladder record: {path}")
+    return 0
+
+
+def cmd_ablate(a) -> int:
+    from ..profiles import get_profile
+    from .ablation import run_ablation
+    from .sweep import format_sweep
+
+    p = get_profile(a.profile)
+    rec = run_ablation(a.recipe, p, seeds=range(a.seeds or p.seeds), steps=a.steps, removes=a.remove or None,
+                       corpus=a.corpus, root=a.root)
+    print(format_sweep(rec))
+    print(f"sweep record: {rec['path']}")
+    return 0
+
+
+def cmd_bench_table(a) -> int:
+    import torch
+
+    from ..profiles import get_profile
+    from .bench_records import cli_command, default_record_dir
+    from .bench_table import format_table_bench, run_table_bench
+
+    p = get_profile(a.profile)
+    try:
+        sizes = [int(v) for v in a.rows_log2.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"--rows-log2 {a.rows_log2!r} is not a list of whole numbers", "pass e.g. --rows-log2 16,18,19") from None
+    batch = torch.randint(0, p.vocab_size, (p.batch_size, p.seq_len), generator=torch.Generator().manual_seed(0))
+    command = cli_command("bench-table", [], {"--profile": p.name, "--rows-log2": ",".join(map(str, sizes)),
+                                              "--steps": a.steps, "--repeats": a.repeats})
+    result = run_table_bench([1 << k for k in sizes], p.n_embd, batch, a.steps, a.repeats, profile=p.name,
+                             out=a.out or default_record_dir(p.name), command=command)
+    print(format_table_bench(result))
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- parsers
+
+_TABLES_PROFILE = "whose corpus, sequence length and table sizes (default cpu)"
+
+
+def _bench_parser(sub, name: str, func, help: str, description: str, profile: str | None,
+                  steps: tuple[int, str] | None = None, repeats: bool = True):
+    """A bench command's parser with the options every bench shares: --profile (`profile`: its help; None: no such
+    option), --steps (`steps`: its default and meaning; None: none), --repeats (alternation rounds) and --out (the
+    JSON record)."""
+    s = sub.add_parser(name, help=help, description=description)
+    if profile is not None:
+        s.add_argument("--profile", default="cpu", help=profile)
+    if steps is not None:
+        s.add_argument("--steps", type=positive_int, default=steps[0], help=f"{steps[1]} (default {steps[0]})")
+    if repeats:
+        s.add_argument("--repeats", type=positive_int, default=3, help="alternation rounds (default 3)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/, a new timestamped file)")
+    s.set_defaults(func=func)
+    return s
+
+
+def register(sub) -> None:
+    """Add the study commands to `sub` (the `frontier` parser's subcommands), and the record flags to its `kernels`
+    command."""
+    from ..devices import DEVICES
+    from .compare import NOISE_RULE
+
+    s = sub.add_parser("card", help="a run's record card: score, reproducing command, settings, sizes, speed",
+                       description="Print a run's record card (Markdown): val_bpb with its steps and its interval over "
+                       "the validation documents, the one `frontier train` command that reproduces it (checked), the "
+                       "recipe and its parents, every setting, parameters and n-gram table memory, tokens, epochs, "
+                       "tokens/s, code, data, hardware and the loss log.")
+    s.add_argument("run", metavar="RUN_DIR")
+    s.add_argument("--out", metavar="FILE", help="also write the card to FILE (rebuilt from the record: replaces it)")
+    s.set_defaults(func=cmd_card)
+
+    s = sub.add_parser("compare", help="compare runs with their noise",
+                       description="Mean, spread and Welch t-test of runs, grouped by what was run: the same recipe, "
+                                   "config hash (budget and every config field), step limit and process count "
+                                   "(world_size). Each metric has a "
+                                   "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
+                                   "is called better or worse only beyond the noise. --paired pairs the runs of "
+                                   "two groups by seed and tests the per-seed differences (paired t-test). "
+                                   + NOISE_RULE)
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit + "
+                                               "process count; coarser: "
+                                               "recipe, config_hash, profile, recipe+budget, label, or a record field)")
+    s.add_argument("--metric", default="val_bpb", help="record field to compare, with its direction (default val_bpb, "
+                                                       "lower is better; e.g. tokens_per_s, higher is better)")
+    s.add_argument("--paired", action="store_true", help="pair each group's runs with the first group's by seed "
+                                                         "(each seed once in each group) and use a paired t-test")
+    s.set_defaults(func=cmd_compare)
+
+    s = sub.add_parser("replay", help="check that the current code reproduces run records",
+                       description="Replay the first steps of each run and compare with its record (frontier/study/replay.py): "
+                                   "the rule by which the book reuses a record written by other code. Exit 1 if any "
+                                   "is not reproduced.")
+    s.add_argument("runs", nargs="+", metavar="RUN_DIR")
+    s.add_argument("--data", help="dataset folder (default: the one each run trained on)")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("book", help="re-run the notebooks with papermill", description="Execute the chapters with a profile's parameters.")
+    s.add_argument("--profile", default="smoke")
+    s.add_argument("--chapters", help="comma-separated chapter numbers, e.g. 01,02 (default: all)")
+    s.add_argument("--out", help="output folder (default build/book/PROFILE)")
+    s.add_argument("--in-place", action="store_true", help="refresh the committed notebooks, figures and run records")
+    s.set_defaults(func=cmd_book)
+
+    s = _bench_parser(sub, "bench", cmd_bench, "time recipes side by side",
+                      "Build each recipe once, warm up, then time them in alternation.",
+                      profile="whose shapes and data (default cpu)", steps=(10, "timed steps per round"))
+    s.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipes to compare; RECIPE@IMPL runs its fused ops "
+                   "by IMPL (reference, interpreter, nki), e.g. baseline baseline@interpreter")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
+    s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
+    s.add_argument("--no-memory", action="store_true", help="skip peak memory (on the CPU: a fresh process per "
+                                                            "recipe, one process only)")
+    s.add_argument("--kernels", choices=("reference", "interpreter", "nki"), default="reference",
+                   help="the fused ops' implementation for every recipe (default reference; checked before the bench)")
+    s.add_argument("--nproc", metavar="N[,N...]", help="process counts to compare, e.g. 1,2: each a job of its own "
+                                                       "(N > 1 under torchrun, data-parallel), one after another, "
+                                                       "rows side by side (default: this process)")
+
+    s = _bench_parser(sub, "bench-table", cmd_bench_table, "time the bigram table's update: dense, sparse, torch "
+                      "SparseAdam", "The bigram table's share of a step (gather, backward, update), dense AdamW "
+                      "against the sparse row-wise Adam and torch.optim.SparseAdam, at several table sizes, timed in "
+                      "alternation on the CPU.", profile="whose width and batch shape (default cpu)",
+                      steps=(5, "table steps per round"))
+    s.add_argument("--rows-log2", default="16,18,19", help="table sizes as powers of two (default 16,18,19)")
+
+    s = _bench_parser(sub, "bench-ngram", cmd_bench_ngram, "time the n-gram tables' counting: NumPy against "
+                      "torch", "Count a profile's train shards into fresh n-gram tables, the NumPy counting "
+                      "(what count_tokens runs on the CPU) and the torch counting in alternation, and check "
+                      "that both give the same tables, every buffer.", profile=_TABLES_PROFILE)
+    s.add_argument("--recipe", default="ngram", help="whose n-gram config (default ngram)")
+    s.add_argument("--check-bits", type=int, default=None, metavar="N",
+                   help="fingerprint bits per hashed context, overriding the recipe's (e.g. 31)")
+    s.add_argument("--windows-per-call", type=positive_int, default=128,
+                   help="windows per observe call, as count_tokens cuts them (default 128)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+    s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
+
+    s = _bench_parser(sub, "ngram-orders", cmd_ngram_orders, "the n-gram model alone against its longest context, "
+                      "per kind of table", "Count the train shards into tables with and without check bits, from "
+                      "half or all of the text, for each smoothing, and score the validation split by the longest "
+                      "context alone at every length (frontier.study.ngram_orders).", profile=_TABLES_PROFILE,
+                      repeats=False)
+    s.add_argument("--recipe", default="ngram-only", help="whose n-gram config (default ngram-only)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+
+    s = _bench_parser(sub, "bench-versions", cmd_bench_versions, "time recipes under several versions of the code, "
+                      "side by side", "Each VERSION (a checkout folder, or a commit checked out into a temporary "
+                      "worktree) runs its own `frontier bench` in a fresh process; executions alternate A B C A B C; "
+                      "medians of tokens/s and ratios to the first version (default record folder "
+                      "runs/PROFILE/bench/).", profile="whose shapes (default cpu)",
+                      steps=(10, "timed steps per bench round"))
+    s.add_argument("versions", nargs="+", metavar="VERSION", help="checkout folders or commits, the first the yardstick")
+    s.add_argument("--recipes", required=True, help="comma-separated recipes, e.g. baseline,compile,ngram-sized")
+    s.add_argument("--rounds", type=positive_int, default=2, help="alternating executions of each version (default 2)")
+    s.add_argument("--device", default="cpu", choices=DEVICES)
+
+    s = _bench_parser(sub, "profile-step", cmd_profile_step, "where a recipe's training step spends its time",
+                      "torch.profiler over a few steps after the warm-up: self CPU time by op group (matrix "
+                      "multiplies' share first), written to a record (default folder runs/PROFILE/bench/).",
+                      profile="whose shapes (default cpu)", steps=(5, "profiled steps"), repeats=False)
+    s.add_argument("recipe", metavar="RECIPE")
+    s.add_argument("--device", default="cpu", choices=DEVICES)
+    s.add_argument("--kernels", choices=("reference", "interpreter", "nki"), default="reference")
+
+    s = _bench_parser(sub, "bench-head", cmd_bench_head, "time and measure the fused head + cross-entropy against "
+                      "plain PyTorch", "The fused head + softcap + cross-entropy op (chunked, logits never whole) "
+                      "against plain PyTorch (logits made whole, F.cross_entropy) at profiles' shapes, the n-gram bias "
+                      "off and on: forward + backward time in alternation and each one's peak memory in a fresh "
+                      "process, on the CPU.", profile=None, steps=(1, "forward + backward calls per round"))
+    s.add_argument("--profiles", default="cpu,gpu", help="whose shapes (positions = batch x sequence, width, "
+                                                          "vocabulary), comma-separated (default cpu,gpu)")
+    s.add_argument("--no-memory", action="store_true", help="skip peak memory (a fresh process per variant)")
+
+    s = sub.add_parser("clock-check", help="does the reference clock buy the same steps at 2 threads, 1 thread "
+                       "and under load?", description="Train each recipe with the same seed and reference budget at "
+                       "2 threads, at 1 thread, and at 2 threads beside a CPU-bound process on one core; record "
+                       "steps and wall seconds side by side, the probe's spread and each run's drift (a bench "
+                       "record, kind clock-check; the run folders beside it).")
+    s.add_argument("recipes", nargs="*", metavar="RECIPE")
+    s.add_argument("--probe-only", action="store_true", help="time the probe's spread only (how a profile's "
+                   "reference probe time is measured); no recipes")
+    s.add_argument("--profile", default="cpu", help="a profile with the reference clock: smoke or cpu (default cpu)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--budget", type=positive_float, metavar="SECONDS", help="reference seconds (default: the "
+                                                                             "profile's)")
+    s.add_argument("--conditions", default="2-threads,1-thread,loaded",
+                   help="which, comma-separated (default 2-threads,1-thread,loaded)")
+    s.add_argument("--spread-repeats", type=positive_int, default=20, help="timings of the probe for its spread "
+                                                                             "(default 20)")
+    s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "
+                                                 "(default runs/bench/PROFILE/)")
+    s.set_defaults(func=cmd_clock_check)
+
+    s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
+                       description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, final) "
+                                   "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung (with its steps) and "
+                                   "judge each rung by the project's rule: a speed rung (compile) by its tokens/s and "
+                                   "the steps it buys, a learning rung by its gain over the rung below paired by seed, "
+                                   "at equal steps (--equal-steps) and at equal budget; keep the table as a ladder "
+                                   "record in ROOT/PROFILE/ladder/.")
+    s.add_argument("--profile", default="cpu", help="profile (default cpu)")
+    s.add_argument("--corpus", default="embedded", choices=CORPORA,
+                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--seeds", type=positive_int, default=None, help="seeds per rung (default: the profile's)")
+    s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.add_argument("--equal-steps", action="append", default=[], metavar="RUNG=SWEEP:VARIANT[:removes]",
+                   help="a learning rung's gain at equal steps, read from the newest sweep record SWEEP in "
+                        "ROOT/PROFILE/sweeps/: its row VARIANT paired with the sweep's base (`removes`: the variant is "
+                        "the base without the rung's change); repeatable, e.g. "
+                        "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
+    s.set_defaults(func=cmd_ladder)
+
+    s = sub.add_parser("ablate", help="leave-one-out: a recipe with each of its learning changes removed in turn",
+                       description="Train or reuse RECIPE and, for each of its learning changes (bigram table, n-gram "
+                                   "mix, weight average, attention gate) and for all of them at once (the baseline), "
+                                   "the recipe without it, for seeds 0..N-1, at --steps N (equal steps) or at the "
+                                   "profile's budget; print each part's paired gain, p and verdict, and keep the "
+                                   "table as a sweep record in ROOT/PROFILE/sweeps/ (ablation-RECIPE-STEPS).")
+    s.add_argument("--recipe", default="final", help="the recipe to take apart (default final)")
+    s.add_argument("--profile", default="cpu", help="profile (default cpu)")
+    s.add_argument("--steps", type=positive_int, default=None,
+                   help="equal steps: train exactly N steps (default: the profile's budget)")
+    s.add_argument("--remove", action="append", default=[], metavar="PART",
+                   help="only this part (bigram, ngram, average, gate, or all: the baseline); repeatable "
+                        "(default: each part, then all)")
+    s.add_argument("--corpus", default="embedded", choices=CORPORA,
+                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--seeds", type=positive_int, default=None, help="seeds (default: the profile's)")
+    s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
+    s.set_defaults(func=cmd_ablate)
+
+    s = sub.choices["kernels"]
+    s.add_argument("--census", metavar="PROFILE", help="run every kernel once in the interpreter at PROFILE's shapes: "
+                   "its counted HBM bytes, DMAs, FLOPs, per-engine work, and its error against the reference "
+                   "(a JSON record; trn2's shapes take minutes)")
+    s.add_argument("--ops", help="with --census: only these ops (comma-separated)")
+    s.add_argument("--accuracy", metavar="PROFILE", help="every NKI kernel in the interpreter against float64, fp32 "
+                   "and bf16, at PROFILE's widths, and on a smoke checkpoint's activations after 150 steps (a JSON "
+                   "record; trn2's widths take a few minutes)")
+    s.add_argument("--tokens", type=positive_int, default=256, help="with --accuracy: positions at the activation "
+                   "kernels (default 256)")
+    s.add_argument("--roofline", metavar="PROFILE", help="predict one training step on a NeuronCore-v3 at PROFILE's "
+                   "shapes, PyTorch reference against the NKI kernels, by a cost model from counted FLOPs and HBM "
+                   "bytes (a JSON record; trn2's shapes take about ten minutes in the interpreter)")
+    s.add_argument("--layers", type=positive_int, help="with --roofline: another depth")
+    s.add_argument("--width", type=positive_int, help="with --roofline: another width (heads of the profile's size)")
+    s.add_argument("--out", metavar="PATH", help="with --census or --roofline: the JSON record, a new .json file or a folder "
+                   "(default runs/bench/PROFILE/)")
+    s.set_defaults(kernel_record=cmd_kernel_record)
