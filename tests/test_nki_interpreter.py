@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from frontier.kernels.interpreter import (ActivationError, KernelError, LimitError, UnsupportedError,
+from frontier.kernels.interpreter import (ActivationError, KernelError, LanguageError, LimitError, UnsupportedError,
                                          approximate_activations, find_real_nki, load, run, trace)
 from frontier.kernels.interpreter import isa as nisa
 from frontier.kernels.interpreter import language as nl
@@ -429,6 +429,29 @@ def test_find_real_nki_rejects_the_pypi_stub(monkeypatch):
     assert nki is None and "lacks jit, simulate" in why
 
 
+def _fake_nki(version):
+    mod = types.ModuleType("nki")
+    mod.jit = mod.simulate = lambda f: f
+    mod.__version__ = version
+    return mod
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.8.0", "0.3.1", "1.7.0"])
+def test_find_real_nki_refuses_other_versions_naming_the_supported_one(monkeypatch, version):
+    """One toolchain (frontier.kernels.toolchain): an nki that is not 0.7 is refused in one line naming it."""
+    monkeypatch.setitem(sys.modules, "nki", _fake_nki(version))
+    nki, why = find_real_nki()
+    assert nki is None and "\n" not in why
+    assert f"version {version}" in why and "NKI 0.7 only" in why and "Neuron SDK 2.33" in why
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.7.2"])
+def test_find_real_nki_takes_the_supported_version(monkeypatch, version):
+    monkeypatch.setitem(sys.modules, "nki", _fake_nki(version))
+    nki, why = find_real_nki()
+    assert nki is sys.modules["nki"] and why == ""
+
+
 def test_find_real_nki_here():
     nki, why = find_real_nki()
     assert (nki is None) == bool(why)
@@ -560,11 +583,14 @@ def _doubling_rows(x):
     """out = 2 x, 128 rows per iteration of a device loop over row offsets."""
     n, d = x.shape
     out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
-    for r in nl.dynamic_range(0, n, 128):
+
+    def body(r):
         t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
         nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+    nl.fori_loop(0, n, body, step=128)
     return out
 
 
@@ -613,17 +639,53 @@ def test_fori_loop_and_trace():
 
 def test_a_device_loop_variable_is_a_register():
     def arithmetic(x):
-        for r in nl.dynamic_range(0, 256, 128):
+        def body(r):
             nl.load(x[r:r + 128, :])
 
+        nl.fori_loop(0, 256, body, step=128)
+
     def condition(x):
-        for r in nl.dynamic_range(2):
+        def body(r):
             if r == 0:
                 nl.load(x)
 
+        nl.fori_loop(0, 2, body)
+
     for kernel in (arithmetic, condition):
-        with pytest.raises(KernelError, match="a dynamic loop's variable is a device register"):
+        with pytest.raises(KernelError, match="a compiled loop's variable is a device register"):
             run(kernel, _x(256, 4))
+
+
+def test_dynamic_range_is_refused_naming_fori_loop():
+    """NKI 0.7 removed nl.dynamic_range (migration guide 0.6 -> 0.7); fori_loop replaces it."""
+    def kernel(x):
+        for r in nl.dynamic_range(0, 256, 128):
+            nl.load(x)
+        return x
+
+    with pytest.raises(LanguageError, match=r"dynamic_range.*removed in NKI 0\.7.*fori_loop"):
+        run(kernel, _x(256, 4))
+
+
+def test_fori_loop_bounds_fit_32_bits_and_its_body_returns_nothing():
+    def wide(x):
+        def body(i):
+            nl.load(x)
+
+        nl.fori_loop(0, 2**31, body, step=2**30)
+        return x
+
+    def returns(x):
+        def body(i):
+            return i
+
+        nl.fori_loop(0, 2, body)
+        return x
+
+    with pytest.raises(KernelError, match="does not fit 32 bits"):
+        run(wide, _x(4, 4))
+    with pytest.raises(KernelError, match="cannot return a value"):
+        run(returns, _x(4, 4))
 
 
 def test_ap_stays_inside_its_storage():

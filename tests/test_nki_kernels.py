@@ -14,7 +14,7 @@ Tolerances (fp32; eps32 = 2^-23 ~ 1.2e-7):
   may differ by a few ulps of the largest term: atol 4 * eps32 * max|ref|, rtol 4 * eps32 (measured: <= 1 ulp of
   max|p|, ~1 ulp of max|m|). Since that hides the update under p's rounding, the update is also checked alone (from
   p = 0) element by element against 8 ulps of its terms (measured <= 3).
-Where the real nki >= 0.3 is installed, the same cases also go through `nki.simulate` and must agree with the
+Where the real nki 0.7 is installed, the same cases also go through `nki.simulate` and must agree with the
 interpreter to the same tolerances (both compute ScalarE's functions exactly; the simulator models only sin's).
 """
 
@@ -231,7 +231,7 @@ SIM_CASES = ([("rmsnorm_fwd", k) for k in RMS_SHAPES] + [("rmsnorm_bwd", k) for 
 
 @pytest.mark.parametrize("kernel,case", SIM_CASES, ids=[f"{k}-{c}" for k, c in SIM_CASES])
 def test_interpreter_agrees_with_nki_simulate(kernel, case, rms, adamw, monkeypatch):
-    """The same cases through the official simulator (only where the real nki >= 0.3 is installed)."""
+    """The same cases through the official simulator (only where the real nki 0.7 is installed)."""
     nki, why = find_real_nki()
     if nki is None:
         pytest.skip(f"nki.simulate comparison not run: {why}")

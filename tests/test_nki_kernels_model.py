@@ -37,7 +37,7 @@ HBM traffic: each kernel has a test that its counted HBM bytes are its inputs re
 or, where the tiling re-reads (RoPE's phase tables; W and the weight-gradient partial sums once per token block in
 the blocked backward kernels), exactly the number its docstring states. A by-hand count test per kernel checks the
 instructions per engine, DMA transfers, PSUM banks and the operand dtype of every matmul at a one-tile shape.
-Where the real nki >= 0.3 is installed,
+Where the real nki 0.7 is installed,
 one ragged case per kernel also goes through `nki.simulate` and must agree with the interpreter.
 """
 
@@ -594,7 +594,7 @@ SIM_KERNELS = ("rope_fwd", "rope_bwd", "mlp_fwd", "mlp_bwd", "head_ce_fwd", "hea
 
 @pytest.mark.parametrize("kernel", SIM_KERNELS)
 def test_interpreter_agrees_with_nki_simulate(kernel, monkeypatch):
-    """The same source through the official simulator (only where the real nki >= 0.3 is installed): outputs agree
+    """The same source through the official simulator (only where the real nki 0.7 is installed): outputs agree
     to rtol 1e-5, atol 1e-5 * max (both run the engines' math in fp32 NumPy; the simulator models only sin's
     polynomial, unused here)."""
     nki, why = find_real_nki()

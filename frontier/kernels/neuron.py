@@ -1,5 +1,6 @@
 """The `nki` implementation of the fused ops: the NKI kernels of `frontier.kernels.nki`, compiled by the real `nki`
-and run on a NeuronCore through native TorchNeuron (torch-neuronx >= 2.13, device "neuron").
+and run on a NeuronCore through native TorchNeuron (device "neuron"), as the one supported toolchain
+(`frontier.kernels.toolchain`: Neuron SDK 2.33, NKI 0.7) provides them.
 
 Registration. torch-neuronx's `nki_op(name, mutates_args=...)` builds a `torch.library.custom_op` whose schema is
 inferred from the decorated function's signature (`torch.library.infer_schema`), which refuses `*args` / `**kwargs`
@@ -11,7 +12,7 @@ is one node of the graph. The `frontier::` ops call these through `NeuronKernels
 
 The toolchain is found lazily and by what it offers, never by an import that succeeds (PyPI holds empty
 placeholders named torch-neuronx and nki): `find_toolchain` wants `torch_neuronx.nki_op` callable and the real
-`nki` (`jit`, `simulate`, version >= 0.3; `interpreter.find_real_nki`), and says which is missing. Nothing here is
+`nki` (`jit`, `simulate`, NKI 0.7 exactly; `interpreter.find_real_nki`), and says which is missing. Nothing here is
 imported before a run asks for `--kernels nki`, and `frontier.kernels.check` has by then refused a machine without
 them; any failure below raises (there is no fallback).
 
@@ -32,6 +33,7 @@ from typing import Callable
 import torch
 
 from .nki import adamw_step_scalars, bias_grads, dense_bias
+from .toolchain import NAME
 
 NAMESPACE = "frontier_nki"
 
@@ -51,19 +53,19 @@ def _real_kernel(module: str, name: str):
 
 
 def find_toolchain() -> tuple[Toolchain | None, str]:
-    """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki >= 0.3 is installed, else
-    (None, why not)."""
+    """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki of the supported version is
+    installed, else (None, why not)."""
     try:
         tnx = importlib.import_module("torch_neuronx")
     except ModuleNotFoundError as e:
         if e.name != "torch_neuronx":
             return None, f"`import torch_neuronx` failed: {e!r}"
-        return None, "torch-neuronx is not installed (it comes from AWS's Neuron pip index)"
+        return None, f"torch-neuronx is not installed (install {NAME} from AWS's Neuron pip index)"
     except Exception as e:  # a broken install is "not available", with the reason
         return None, f"`import torch_neuronx` failed: {e!r}"
     if not callable(getattr(tnx, "nki_op", None)):
-        return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour "
-                      "< 2.13): native TorchNeuron >= 2.13 registers NKI kernels with it")
+        return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour): "
+                      f"the kernels register with the nki_op of {NAME}")
     from .interpreter import find_real_nki
 
     nki, why = find_real_nki()

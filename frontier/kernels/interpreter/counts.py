@@ -3,7 +3,7 @@
 Two instruction counts are kept. `instructions` are the instructions executed (a dynamic loop's body once per
 iteration): the work, for the cost model. `static_instructions` are the instructions the kernel's specialization
 emits, the program the compiler has to hold (EBVF030 "the number of instructions generated exceeds the limit"):
-every unrolled Python loop iteration counts, a dynamic loop's body (`nl.dynamic_range`, `nl.fori_loop`) counts once.
+every unrolled Python loop iteration counts, a compiled loop's body (`nl.fori_loop`) counts once.
 DMA transfers are instructions too and count in both under "dma".
 """
 
@@ -17,7 +17,7 @@ STATIC_ENGINES = ENGINES + ("dma",)
 # Our budget for `static_instructions` per kernel call. The Neuron docs give no figure (EBVF030 only says "the
 # number of instructions generated exceeds the limit"); 20,000 is this project's own conservative choice, well inside
 # what unrolled kernels are built at, so that a kernel stays compilable whatever the real limit is above it. A
-# kernel whose count at the trn2 shapes exceeds it must move its long loops to `nl.dynamic_range`.
+# kernel whose count at the trn2 shapes exceeds it must move its long loops to `nl.fori_loop`.
 STATIC_INSTRUCTION_LIMIT = 20_000
 
 

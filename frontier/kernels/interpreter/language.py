@@ -2,17 +2,20 @@
 
 Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buffers (sbuf, psum, hbm = private_hbm,
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
-affine_range / sequential_range / static_range (= range: unrolled), dynamic_range and fori_loop (device loops, below),
+affine_range / sequential_range / static_range (= range: unrolled), fori_loop (compiled loops, below),
 the operators of ops.py, called as values for `op=` or as elementwise functions. The elementwise calls take tiles of
 one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
 refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
 "nl.power(tile, scalar) is not supported").
 
-Device loops (nki/deep-dives/nki-dynamic-loops.rst, nki/migration 0.6): `for i in nl.dynamic_range(start, stop,
-step)` and `nl.fori_loop(lower, upper, body, step=1)` are not unrolled: the compiler emits their body once, and the
-hardware repeats it. Their variable is a device register (`Register`): no Python arithmetic, comparison or truth value
-on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`. The interpreter runs the body once per
-iteration, counting its instructions as emitted only in the first (counts.py); in trace mode it runs the body once.
+Compiled loops (NKI 0.7: nki/deep-dives/nki-loops.rst, nki.language.fori_loop): `nl.fori_loop(lower, upper,
+body, step=1)` is not unrolled: the compiler emits its body once, and the hardware repeats it. The body receives the
+loop variable, a device value (`Register`, NKI's NkiScalar / VirtualRegister): no Python arithmetic, comparison or
+truth value on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`; it returns nothing (loop state
+lives in SBUF/HBM), and the bounds must fit 32 bits. The interpreter runs the body once per iteration, counting its
+instructions as emitted only in the first (counts.py); in trace mode it runs the body once. `nl.dynamic_range`,
+deprecated in NKI 0.6, was removed in 0.7 (the 0.6 -> 0.7 migration guide): calling it raises, naming fori_loop.
+`affine_range` / `sequential_range` / `static_range` are Python's `range` in 0.7 (deprecated aliases): unrolled.
 """
 
 from __future__ import annotations
@@ -58,6 +61,10 @@ class _TileSize:
 
 
 tile_size = _TileSize()
+
+class NKIObject:
+    """The base of user-defined classes in kernel code (NKI language guide, class support; subset.py checks it)."""
+
 
 class LanguageOp(Op):
     """An operator as `nki.language` exposes it: a value for the `op=` fields of `nki.isa`, and callable as the
@@ -128,7 +135,7 @@ sequential_range = static_range = affine_range
 
 
 class Register:
-    """A device register: the variable of a dynamic loop. Its value exists only at run time on the device, so the
+    """A device register: the variable of a compiled loop. Its value exists only at run time on the device, so the
     kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
 
     __slots__ = ("_value",)
@@ -140,7 +147,7 @@ class Register:
         return self._value
 
     def _refuse(self, *args):
-        raise KernelError("a dynamic loop's variable is a device register, not a Python int: no arithmetic, "
+        raise KernelError("a compiled loop's variable is a device register, not a Python int: no arithmetic, "
                           "comparison, truth value or indexing with it at specialization time; read it as a runtime "
                           "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
 
@@ -150,7 +157,7 @@ class Register:
     __hash__ = None
 
     def __repr__(self) -> str:
-        return "<Register (a dynamic loop variable)>"
+        return "<Register (a compiled loop's variable)>"
 
 
 def _bound(v, what: str) -> int:
@@ -186,19 +193,21 @@ def _loop_range(start, stop, step, what: str) -> range:
     return range(_bound(start, f"{what} start"), _bound(stop, f"{what} stop"), int(step))
 
 
-def dynamic_range(start, stop=None, step=1):
-    """A device loop over range(start, stop, step): the body is emitted once (module docstring)."""
-    if stop is None:
-        start, stop = 0, start
-    return _device_loop(_loop_range(start, stop, step, "nl.dynamic_range"))
+INT32 = (-2**31, 2**31 - 1)
 
 
-def fori_loop(lower, upper, body, step=1):
-    """nl.fori_loop (NKI 0.6): body(i) for i in range(lower, upper, step) as a device loop; body returns nothing."""
-    if not callable(body):
-        raise KernelError(f"nl.fori_loop: body must be a function of the loop variable, got {type(body).__name__}")
-    for i in _device_loop(_loop_range(lower, upper, step, "nl.fori_loop")):
-        if body(i) is not None:
+def fori_loop(lower, upper, body_fun, step=1):
+    """nl.fori_loop: body_fun(i) for i in range(lower, upper, step) as a compiled loop; body_fun returns nothing."""
+    if not callable(body_fun):
+        raise KernelError(f"nl.fori_loop: body_fun must be a function of the loop variable, got "
+                          f"{type(body_fun).__name__}")
+    values = _loop_range(lower, upper, step, "nl.fori_loop")
+    for v in (values.start, values.stop):
+        if not INT32[0] <= v <= INT32[1]:
+            raise KernelError(f"nl.fori_loop: bound {v} does not fit 32 bits (the loop's compare-and-branch has no "
+                              "64-bit form)")
+    for i in _device_loop(values):
+        if body_fun(i) is not None:
             raise KernelError("nl.fori_loop: the body function cannot return a value (keep loop state in SBUF/HBM)")
 
 
@@ -231,7 +240,15 @@ def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     return out
 
 
+REMOVED = {
+    "dynamic_range": "nl.dynamic_range was removed in NKI 0.7 (Neuron SDK 2.33; deprecated in 0.6): write the loop as "
+                     "nl.fori_loop(lower, upper, body, step=step), body(i) using i as a runtime offset",
+}
+
+
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in REMOVED:
+        raise NotInSubsetError(REMOVED[name])
     raise NotInSubsetError(f"nki.language.{name} is not in the interpreted subset")

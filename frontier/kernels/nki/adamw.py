@@ -1,4 +1,4 @@
-"""One AdamW step on flat fp32 state (NKI 0.3-0.6, Trn2), as torch.optim.AdamW computes it:
+"""One AdamW step on flat fp32 state (NKI 0.7, Trn2), as torch.optim.AdamW computes it:
 
     p' = p * decay - step_size * m' / (sqrt(v' * inv_bc2) + eps)
     m' = beta1 * m + (1 - beta1) * g,     v' = beta2 * v + (1 - beta2) * g^2

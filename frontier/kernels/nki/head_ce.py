@@ -1,4 +1,4 @@
-"""The output head, logit softcap and cross-entropy of `frontier.model.gpt.GPT`, fused (NKI 0.3-0.6, Trn2):
+"""The output head, logit softcap and cross-entropy of `frontier.model.gpt.GPT`, fused (NKI 0.7, Trn2):
 
     l = hidden W^T (N x V),  z = cap * tanh(l / cap),  lse = log sum_v exp(z),  loss = lse - z[target]
     backward, with dloss the upstream gradient per position (1/N for a mean):
@@ -23,7 +23,7 @@ iota (GpSimd) writes the chunk's vocabulary ids along the free dim, and `equal` 
 Loops: token blocks (pos_block tiles of 128; 0 = as many as fit the SBUF share of ~96 KiB per partition, at most 8)
 > vocabulary chunks > token tiles of the block; a block's hidden^T (and, backward, hidden and an fp32 dhidden
 accumulator) stays in SBUF while the chunks of W stream past it, so W is read once per token block and hidden once.
-The token-block loop is an `nl.dynamic_range` over row offsets (HBM rows and columns addressed by
+The token-block loop is a compiled loop, `nl.fori_loop`, over row offsets (HBM rows and columns addressed by
 `.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is; a last short block (N not a
 multiple of the block) is emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
 TensorE waits for the engine draining a bank (no double buffering: a tuning step for the hardware, which the
@@ -64,7 +64,7 @@ replaces cap t before the max / exp (VectorE `scalar_tensor_tensor`; no extra SB
 tile). The backward also writes dz = dloss (softmax(z) - onehot) [N, V], the bias's gradient, tile by tile (the
 caller gathers the sparse corrections' gradients from it). Price: N x V fp32 read once per pass and written once by
 the backward (512 MiB each at the trn2 worker's 16,384 x 8,192), the HBM traffic the bias-free kernel avoids.
-Whether there is a bias is a compile-time flag of the bodies (`has_bias`): the NKI language has no `is None`.
+Whether there is a bias is a compile-time flag of the bodies (`has_bias`).
 """
 
 import nki
@@ -198,8 +198,10 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     block_rows = pb * pmax
     nblocks = n // block_rows
     tiles = _chunks(block_rows, pmax)
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
+    def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
+
+    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
     if n > nblocks * block_rows:
         r0 = nblocks * block_rows
         _fwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vchunk, mdt, tp, l_ps)
@@ -348,8 +350,10 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     block_rows = pb * pmax
     nblocks = n // block_rows
     tiles = _chunks(block_rows, pmax)
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
+    def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
+
+    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
     if n > nblocks * block_rows:
         r0 = nblocks * block_rows
         _bwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vb, mdt, ps)

@@ -1,4 +1,4 @@
-"""The ReLU^2 MLP of `frontier.model.gpt.MLP`, forward and backward (NKI 0.3-0.6, Trn2):
+"""The ReLU^2 MLP of `frontier.model.gpt.MLP`, forward and backward (NKI 0.7, Trn2):
 
     h = x W1^T,  a = relu(h)^2,  y = a W2^T          x [N, D], W1 = c_fc.weight [F, D], W2 = c_proj.weight [D, F]
     dA = dy W2,  dh = 2 relu(h) * dA,  dx = dh W1,  dW1 = dh^T x,  dW2 = dy^T a
@@ -20,7 +20,7 @@ ragged) and PSUM outputs along D into chunks of 512. Every PSUM tile is allocate
 output crosses a bank wherever the compiler places it), and reused (no double buffering: TensorE waits for the
 engine draining a bank; a tuning step for the hardware).
 
-Device loops: the token loop is an `nl.dynamic_range` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
+Compiled loops: the token loop is an `nl.fori_loop` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
 so the kernel's emitted instructions do not grow with N (at the trn2 shapes, 16,384 tokens, the unrolled forward
 would emit ~25,000); the ragged last tile (N % 128) and, backward, a last short token block are emitted after it.
 
@@ -143,8 +143,10 @@ def mlp_fwd(x, w1, w2, matmul_dtype="bfloat16"):
     _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t)
 
     full = n // pmax
-    for r in nl.dynamic_range(0, full * pmax, pmax):
+    def tile_body(r):
         _fwd_tile(_rows(x, r, 0, pmax), _rows(y, r, 0, pmax), pmax, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps)
+
+    nl.fori_loop(0, full * pmax, tile_body, step=pmax)
     if n > full * pmax:
         rows = n - full * pmax
         _fwd_tile(_rows(x, None, full * pmax, rows), _rows(y, None, full * pmax, rows), rows, w1t, w2t, dch, fch, och,
@@ -229,8 +231,10 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     tiles = []
     for t in range(pb):
         tiles.append((t * pmax, pmax))
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
+    def block_body(b):
         _bwd_block(x, w1, w2, dy, dx, dw1, dw2, b, 0, tiles, fb, mdt, ps)
+
+    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
     if n > nblocks * block_rows:
         r0 = nblocks * block_rows
         _bwd_block(x, w1, w2, dy, dx, dw1, dw2, None, r0, _chunks(n - r0, pmax), fb, mdt, ps)

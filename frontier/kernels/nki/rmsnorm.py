@@ -1,4 +1,4 @@
-"""RMSNorm without a learned weight, forward and backward (NKI 0.3-0.6, Trn2).
+"""RMSNorm without a learned weight, forward and backward (NKI 0.7, Trn2).
 
     y  = x * rstd,                              rstd = rsqrt(mean(x^2) + eps)   (per row)
     dx = rstd * (dy - xhat * mean(dy * xhat)),  xhat = x * rstd

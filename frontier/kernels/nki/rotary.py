@@ -1,4 +1,4 @@
-"""Rotary position embedding (RoPE) of q or k, forward and backward (NKI 0.3-0.6, Trn2), as `frontier.model.gpt.Rotary`:
+"""Rotary position embedding (RoPE) of q or k, forward and backward (NKI 0.7, Trn2), as `frontier.model.gpt.Rotary`:
 
     per head, x = [x1, x2] (halves of head_dim):   y = [x1 cos + x2 sin,  x2 cos - x1 sin]
     backward (the transposed rotation: the same one with sin negated):  dx = [dy1 cos - dy2 sin, dy2 cos + dy1 sin]
