@@ -167,7 +167,12 @@ def register(toolchain: Toolchain, namespace: str = NAMESPACE) -> dict[str, Call
 
 
 class NeuronKernels:
-    """The fused ops' `nki` implementation (the functions `ops.backend("nki")` calls) over registered ops."""
+    """The fused ops' `nki` implementation (the functions `ops.backend("nki")` calls) over registered ops.
+
+    Output dtypes are the `frontier::` ops' (their fakes in ops.py, the reference's): the matmul kernels write fp32
+    (PSUM accumulates in fp32), and under bf16 autocast, where their inputs are bf16, the MLP's output and gradients
+    and the head's gradients are cast back to their inputs' dtypes here (what nn.Linear under autocast returns), so a
+    traced graph's fake tensors and the tensors that run agree."""
 
     def __init__(self, toolchain: Toolchain, namespace: str = NAMESPACE):
         self.toolchain = toolchain
@@ -180,7 +185,7 @@ class NeuronKernels:
     def rmsnorm_bwd(self, x, dy, eps):
         eps = torch.finfo(x.dtype).eps if eps is None else eps
         d = x.size(-1)
-        return self.ops["rmsnorm_bwd"](x.reshape(-1, d), dy.reshape(-1, d), float(eps)).view(x.shape)
+        return self.ops["rmsnorm_bwd"](x.reshape(-1, d), dy.reshape(-1, d), float(eps)).view(x.shape).to(x.dtype)
 
     def _rope(self, kernel, x, cos, sin):
         B, T, H, hd = x.shape
@@ -194,11 +199,11 @@ class NeuronKernels:
 
     def relu2_mlp_fwd(self, x, w1, w2):
         y = self.ops["mlp_fwd"](x.reshape(-1, x.size(-1)), w1, w2)
-        return y.view(*x.shape[:-1], w2.size(0)), x.new_empty((0,))
+        return y.view(*x.shape[:-1], w2.size(0)).to(x.dtype), x.new_empty((0,))
 
     def relu2_mlp_bwd(self, x, w1, w2, dy, saved):
         dx, dw1, dw2 = self.ops["mlp_bwd"](x.reshape(-1, x.size(-1)), w1, w2, dy.reshape(-1, dy.size(-1)))
-        return dx.view(x.shape), dw1, dw2
+        return dx.view(x.shape).to(x.dtype), dw1.to(w1.dtype), dw2.to(w2.dtype)
 
     def head_ce_fwd(self, h, w, targets, cap, bias):
         z = dense_bias(h, w, bias)
@@ -212,16 +217,16 @@ class NeuronKernels:
         t = targets.to(torch.int32)
         if z is None:
             dh, dw = self.ops["head_ce_bwd"](h, w, t, lse, dloss, float(cap))
-            return dh, dw, None, None
+            return dh.to(h.dtype), dw.to(w.dtype), None, None
         dh, dw, dz = self.ops["head_ce_bias_bwd"](h, w, t, z, lse, dloss, float(cap))
-        return (dh, dw, *bias_grads(dz, bias))
+        return (dh.to(h.dtype), dw.to(w.dtype), *bias_grads(dz, bias))
 
     def newton_schulz(self, g, steps):
         flat = g.reshape(-1, *g.shape[-2:])
         out = []
         for m in flat:
             out.append(self.ops["newton_schulz"](m.contiguous(), int(steps)))
-        return torch.stack(out).view(g.shape)
+        return torch.stack(out).view(g.shape).to(g.dtype)
 
     def adamw_step(self, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
         s = {k: torch.from_numpy(v).to(param.device)

@@ -299,9 +299,11 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if _tracing():
         _mark(dst, BY_MATMUL)
     else:
-        # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM)
-        product = (torch.from_numpy(stationary.read().reshape(k, m)).T
-                   @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
+        # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM);
+        # the caller's autocast (a kernel run inside a bf16 region) must not reach this fp32 product
+        with torch.autocast("cpu", enabled=False):
+            product = (torch.from_numpy(stationary.read().reshape(k, m)).T
+                       @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
         if accumulate:
             product = dst.read().reshape(m, n) + product
         _write(dst, product, BY_MATMUL)
