@@ -26,17 +26,21 @@ from frontier.kernels import availability, interpreted, neuron as neuron_module,
 from frontier.kernels.interpreter import load, run
 from frontier.kernels.neuron import NeuronKernels, Toolchain, entry_points, find_toolchain
 from frontier.kernels.nki import adamw_step_scalars
+from frontier.kernels.toolchain import LNC
 
 
 class _Jitted:
     """The stand-in `nki.jit`'s kernel: called with torch tensors (and constants as keywords) like the real one."""
 
-    def __init__(self, fn):
-        self.fn = fn
+    def __init__(self, fn, lnc=1):
+        self.fn, self.lnc = fn, lnc
+
+    def __getitem__(self, lnc):  # the launch at an LNC degree, kernel[2](...)
+        return _Jitted(self.fn, lnc)
 
     def __call__(self, *tensors, **consts):
         arrays = [_array(t) for t in tensors]
-        out, _ = run(self.fn, *arrays, **consts)
+        out, _ = run(self.fn, *arrays, lnc=self.lnc, **consts)
         device = tensors[0].device
         if isinstance(out, tuple):
             return tuple(_tensor(o, device) for o in out)
@@ -77,7 +81,14 @@ def standin_kernel(module, name):
 
 @pytest.fixture(scope="module")
 def neuron():
-    return NeuronKernels(Toolchain(standin_nki_op, standin_kernel, "stand-in"), namespace="frontier_nki_test")
+    """Launched at LNC=1, so that every output is the interpreted implementation's bit for bit."""
+    return NeuronKernels(Toolchain(standin_nki_op, standin_kernel, "stand-in", lnc=1), namespace="frontier_nki_test")
+
+
+@pytest.fixture(scope="module")
+def neuron_lnc2():
+    """Launched at the toolchain's degree (LNC=2 on Trn2): both physical cores of a logical core."""
+    return NeuronKernels(Toolchain(standin_nki_op, standin_kernel, "stand-in"), namespace="frontier_nki_lnc2")
 
 
 def _gen(seed=0):
@@ -132,6 +143,26 @@ def test_every_nki_entry_point_registers_and_runs_through_its_op(neuron, case):
     assert len(got) == len(want)
     for a, b in zip(got, want):
         _same(a, b)
+
+
+@pytest.mark.parametrize("case", list(_cases()))
+def test_every_entry_point_at_lnc2_gives_the_lnc1_result(neuron_lnc2, case):
+    """At the launch degree of Trn2 (toolchain.LNC = 2) each kernel shards its tokens between the two cores: per-token
+    outputs are the interpreter's (LNC=1) bit for bit; the weight gradients, a sum whose two halves the cores add
+    apart, agree to fp32 rounding."""
+    assert neuron_lnc2.toolchain.lnc == LNC == 2
+    args = _cases()[case]
+    method = case.split("+")[0]
+    got = getattr(neuron_lnc2, method)(*args)
+    want = getattr(interpreted, method)(*args)
+    got, want = (x if isinstance(x, tuple) else (x,) for x in (got, want))
+    summed = {"relu2_mlp_bwd": (1, 2), "head_ce_bwd": (1, 2, 3)}.get(method, ())
+    for i, (a, b) in enumerate(zip(got, want)):
+        if a is None or i not in summed:
+            _same(a, b)
+        else:
+            assert a.dtype == b.dtype and a.shape == b.shape
+            assert float((a - b).abs().max()) <= 1e-6 * float(b.abs().max())
 
 
 def test_adamw_entry_point_updates_in_place_like_the_interpreter(neuron):

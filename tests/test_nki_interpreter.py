@@ -735,3 +735,108 @@ def test_approximate_activations_perturb_within_the_stated_bound():
         else:
             sign = 1 if mode == "high" else -1
             np.testing.assert_allclose(err, sign * bound, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------ LNC=2: two cores, one HBM
+
+
+def _sum_rows_racy(x):
+    """Each core adds its half of x's 128-row tiles into ONE shared [128, d] accumulator (read-add-write)."""
+    n, d = x.shape
+    acc = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        z = nl.zeros((128, d), dtype=nl.float32)
+        nisa.dma_copy(dst=acc, src=z)
+    nisa.core_barrier(acc, (0, 1))
+    half = n // nl.num_programs()
+    for r in range(nl.program_id(0) * half, (nl.program_id(0) + 1) * half, 128):
+        t = nl.load(x[r:r + 128, :])
+        cur = nl.load(acc)
+        nisa.tensor_tensor(dst=cur, data1=cur, data2=t, op=nl.add)
+        nl.store(acc, cur)
+    return acc
+
+
+def _sum_rows_sharded(x):
+    """The same sum without a race: a part per core in shared HBM, a barrier, then core 0 adds the parts."""
+    n, d = x.shape
+    cores, core = nl.num_programs(), nl.program_id(0)
+    parts = nl.ndarray((cores, 128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    own = nl.zeros((128, d), dtype=nl.float32)
+    half = n // cores
+    for r in range(core * half, (core + 1) * half, 128):
+        t = nl.load(x[r:r + 128, :])
+        nisa.tensor_tensor(dst=own, data1=own, data2=t, op=nl.add)
+    nisa.dma_copy(dst=parts[core], src=own)
+    nisa.core_barrier(parts, (0, 1))
+    if core == 0:
+        total = nl.load(parts[0])
+        for c in range(1, cores):
+            nisa.tensor_tensor(dst=total, data1=total, data2=nl.load(parts[c]), op=nl.add)
+        nl.store(acc, total)
+    return acc
+
+
+def test_at_lnc2_a_read_add_write_race_gives_wrong_numbers_and_is_counted():
+    x = _x(4 * 128, 8)
+    want = x.reshape(4, 128, 8).sum(0)
+    racy, c = run(_sum_rows_racy, x, lnc=2)
+    assert np.abs(racy - want).max() > 0.1 and c.lnc_conflicts > 0  # one core's updates lost
+    good, c = run(_sum_rows_sharded, x, lnc=2)
+    np.testing.assert_allclose(good, want, rtol=1e-6, atol=1e-6)
+    assert c.lnc_conflicts == 0
+
+
+def test_lnc_program_ids_and_shared_outputs():
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)  # one tensor for both cores
+        n = x.shape[0] // nl.num_programs()
+        r0 = nl.program_id(0) * n
+        for r in range(r0, r0 + n, 128):
+            t = nl.load(x[r:r + 128, :])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(nl.program_id(0)))
+            nl.store(out[r:r + 128, :], t)
+        return out
+
+    x = _x(256, 4)
+    one, c1 = run(kernel, x)
+    np.testing.assert_array_equal(one, x)
+    two, c2 = run(kernel, x, lnc=2)
+    np.testing.assert_array_equal(two[:128], x[:128])
+    np.testing.assert_array_equal(two[128:], x[128:] + 1)
+    assert c2.lnc_conflicts == 0 and len(c2.per_core) == 2 and c2.dma_transfers == 4
+    assert trace(kernel, x, lnc=2).static_total == 3  # each core's own program
+
+
+def test_core_barrier_rules():
+    def barrier_at_lnc1(x):
+        nisa.core_barrier(x, (0, 1))
+        return x
+
+    def one_sided(x):
+        if nl.program_id(0) == 0:
+            nisa.core_barrier(x, (0, 1))
+        return x
+
+    def list_of_cores(x):
+        nisa.core_barrier(x, [0, 1])
+        return x
+
+    with pytest.raises(KernelError, match="only allowed when LNC is enabled"):
+        run(barrier_at_lnc1, _x(4, 4))
+    with pytest.raises(KernelError, match="one core reached a barrier the other never reached"):
+        run(one_sided, _x(4, 4), lnc=2)
+    with pytest.raises(KernelError, match=r"cores must be the tuple \(0, 1\)"):
+        run(list_of_cores, _x(4, 4), lnc=2)
+    with pytest.raises(UnsupportedError, match="LNC degree 4"):
+        run(_copy_kernel, _x(4, 4), lnc=4)
+
+
+def test_lnc2_cores_must_allocate_the_same_shared_tensors():
+    def kernel(x):
+        out = nl.ndarray((x.shape[0] + nl.program_id(0), x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        return out
+
+    with pytest.raises(KernelError, match="must allocate the same shared tensors"):
+        run(kernel, _x(4, 4), lnc=2)

@@ -244,10 +244,11 @@ def _mlp_reference_bf16(x, w1, w2, dy):
 PRECISIONS = ("float32", "bfloat16")
 
 
-def _mlp_check(mlp, case, x, w1, w2, dy, precision, **bwd):
+def _mlp_check(mlp, case, x, w1, w2, dy, precision, lnc=1, **bwd):
     names = ("y", "dx", "dW1", "dW2")
-    y, _ = run(mlp.mlp_fwd, x, w1, w2, matmul_dtype=precision)
-    grads, _ = run(mlp.mlp_bwd, x, w1, w2, dy, matmul_dtype=precision, **bwd)
+    y, cf = run(mlp.mlp_fwd, x, w1, w2, matmul_dtype=precision, lnc=lnc)
+    grads, cb = run(mlp.mlp_bwd, x, w1, w2, dy, matmul_dtype=precision, lnc=lnc, **bwd)
+    assert cf.lnc_conflicts == 0 and cb.lnc_conflicts == 0  # at LNC=2: no HBM byte touched by both cores unsynced
     ref64 = _mlp_reference(x, w1, w2, dy, torch.float64)
     if precision == "float32":
         ref = _mlp_reference(x, w1, w2, dy, torch.float32)
@@ -272,6 +273,44 @@ def test_mlp_backward_over_several_token_blocks(mlp, precision):
     """pos_block=1: two 128-token blocks in the device loop and a last block of 44 tokens after it, F = 520 in two F
     blocks (512 + 8): every block adds its weight gradients to the partial sums in HBM; same tolerance."""
     _mlp_check(mlp, "blocks-300x40-F520", *_mlp_case(300, 40, 13, seed=5), precision, pos_block=1)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", ["small", "ragged-200x50-F200", "blocks-300x40-F520"])
+def test_mlp_at_lnc2_matches_torch_without_races(mlp, case, precision):
+    """LNC=2 (the trn2 launch, frontier.kernels.toolchain.LNC): each physical core takes half the token tiles
+    (`small` leaves core 1 none), sums its weight gradients into its own part in shared HBM, and after the barrier
+    writes half of dW1 and dW2; same tolerances as LNC=1, and no byte of HBM touched by both cores unsynchronised."""
+    if case.startswith("blocks"):
+        _mlp_check(mlp, case, *_mlp_case(300, 40, 13, seed=5), precision, lnc=2, pos_block=1)
+    else:
+        _mlp_check(mlp, case, *_mlp_case(*MLP_SHAPES[case]), precision, lnc=2)
+
+
+def test_mlp_at_lnc2_gives_lnc1_rows_exactly(mlp):
+    """Per-token outputs (y, dx) do not depend on which core computes the token; dW only by the order of one sum."""
+    x, w1, w2, dy = _mlp_case(300, 40, 13, seed=5)
+    y1, _ = run(mlp.mlp_fwd, x, w1, w2)
+    y2, _ = run(mlp.mlp_fwd, x, w1, w2, lnc=2)
+    (dx1, a1, b1), _ = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1)
+    (dx2, a2, b2), c2 = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(y1, y2)
+    np.testing.assert_array_equal(dx1, dx2)
+    for one, two in ((a1, a2), (b1, b2)):
+        assert np.abs(one - two).max() <= 1e-6 * np.abs(one).max()
+    assert len(c2.per_core) == 2 and all(c.instructions["tensor"] > 0 for c in c2.per_core)
+
+
+def test_mlp_bwd_ignoring_program_id_at_lnc2_races(mlp, monkeypatch):
+    """The defect of a kernel that ignores nl.program_id at LNC=2: both cores run the whole backward and
+    read-add-write the same dW1 / dW2 in shared HBM; the interpreter counts the race."""
+    from frontier.kernels.interpreter import language
+
+    x, w1, w2, dy = _mlp_case(300, 40, 13, seed=5)
+    monkeypatch.setattr(language, "num_programs", lambda axes=0: 1)
+    monkeypatch.setattr(language, "program_id", lambda axis=0: 0)
+    _, c = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1, lnc=2)
+    assert c.lnc_conflicts > 0
 
 
 def test_mlp_hbm_traffic(mlp):
@@ -368,10 +407,12 @@ def _ce_reference(hidden, w, targets, dloss, dtype, autocast=False):
     return [t.detach().numpy() for t in (loss, lse, h.grad, wt.grad)]
 
 
-def _ce_check(ce, case, hidden, w, targets, dloss, precision, **kw):
+def _ce_check(ce, case, hidden, w, targets, dloss, precision, lnc=1, **kw):
     names = ("loss", "lse", "dhidden", "dW")
-    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, matmul_dtype=precision, **kw)
-    (dh, dw), _ = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP, matmul_dtype=precision, **kw)
+    (loss, lse), cf = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, matmul_dtype=precision, lnc=lnc, **kw)
+    (dh, dw), cb = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP, matmul_dtype=precision, lnc=lnc,
+                       **kw)
+    assert cf.lnc_conflicts == 0 and cb.lnc_conflicts == 0
     ref64 = _ce_reference(hidden, w, targets, dloss, torch.float64)
     if precision == "float32":
         ref32 = _ce_reference(hidden, w, targets, dloss, torch.float32)
@@ -396,6 +437,15 @@ def test_head_ce_over_several_token_blocks(ce, precision):
     """pos_block=1: two blocks in the device loop and a last one of 44 tokens; the backward adds each block's dW to
     the partial sums in HBM."""
     _ce_check(ce, "blocks-300x160-V700", *_ce_case(300, 160, 700, seed=7), precision, pos_block=1)
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+@pytest.mark.parametrize("case", ["small", "ragged-200x96-V1000"])
+def test_head_ce_at_lnc2_matches_torch_without_races(ce, case, precision):
+    """LNC=2: half the token tiles per core, dW summed per core in shared HBM, then half of dW's rows written by each
+    core after the barrier; same tolerances, no race."""
+    _ce_check(ce, case, *_ce_case(*CE_SHAPES[case]), precision, lnc=2)
+    _ce_check(ce, "blocks-300x160-V700", *_ce_case(300, 160, 700, seed=7), precision, lnc=2, pos_block=1)
 
 
 @pytest.mark.parametrize("precision", PRECISIONS)

@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 
 from .nki import adamw_step_scalars, bias_grads, dense_bias
-from .toolchain import NAME
+from .toolchain import LNC, NAME
 
 NAMESPACE = "frontier_nki"
 
@@ -41,11 +41,13 @@ NAMESPACE = "frontier_nki"
 @dataclass(frozen=True)
 class Toolchain:
     """What registers and runs the kernels: `nki_op(name, mutates_args=...)`, a decorator over a typed function as
-    torch-neuronx's, and `kernel(module, name)`, the `@nki.jit` kernel `name` of `frontier.kernels.nki.<module>`."""
+    torch-neuronx's, `kernel(module, name)`, the `@nki.jit` kernel `name` of `frontier.kernels.nki.<module>`, and the
+    Logical NeuronCore degree `lnc` every kernel is launched at (`kernel[lnc](...)`; toolchain.LNC on a Trn2)."""
 
     nki_op: Callable
     kernel: Callable
     name: str
+    lnc: int = LNC
 
 
 def _real_kernel(module: str, name: str):
@@ -83,11 +85,12 @@ def _f32(t: Tensor, *shape) -> Tensor:
     return t.new_empty(shape, dtype=torch.float32)
 
 
-def entry_points(kernel: Callable) -> dict[str, tuple[Callable, Callable]]:
-    """kernel name -> (typed wrapper, fake), the wrapper calling kernel(module, name) (a jitted kernel)."""
+def entry_points(kernel: Callable, lnc: int = LNC) -> dict[str, tuple[Callable, Callable]]:
+    """kernel name -> (typed wrapper, fake), the wrapper launching kernel(module, name) (a jitted kernel) at the LNC
+    degree `lnc`: `kernel[lnc](...)`, the explicit launch degree, so that it matches neuronx-cc's (NCC_EVRF066)."""
 
     def k(module, name):
-        return kernel(module, name)
+        return kernel(module, name)[lnc]
 
     def rmsnorm_fwd(x: Tensor, eps: float) -> Tensor:
         return k("rmsnorm", "rmsnorm_fwd")(x, eps=eps)
@@ -158,7 +161,7 @@ def register(toolchain: Toolchain, namespace: str = NAMESPACE) -> dict[str, Call
     """Every entry point registered with the toolchain's nki_op as `<namespace>::<kernel>` (with its fake when the
     op offers register_fake, as a torch.library custom op does)."""
     ops = {}
-    for name, (wrapper, fake) in entry_points(toolchain.kernel).items():
+    for name, (wrapper, fake) in entry_points(toolchain.kernel, toolchain.lnc).items():
         op = toolchain.nki_op(f"{namespace}::{name}", mutates_args={})(wrapper)
         if hasattr(op, "register_fake"):
             op.register_fake(fake)

@@ -11,5 +11,11 @@ NEURON_SDK = "2.33"
 NKI_VERSION = (0, 7)
 TORCH_NEURONX = ("2.13", "2.14")  # the native package families of SDK 2.33 (2.13.3.x, 2.14.3.x)
 
+# The Logical NeuronCore degree every kernel is launched at (`kernel[LNC](...)`, frontier.kernels.neuron): neuronx-cc
+# compiles for LNC=2 on Trn2 by default and, from NKI 0.7, refuses a kernel of another degree (NCC_EVRF066); the trn2
+# profile's four processes per chip are the chip's four logical cores of two. The kernels shard their work by
+# nl.program_id (docs/trainium.md).
+LNC = 2
+
 NKI = ".".join(str(v) for v in NKI_VERSION)
 NAME = f"Neuron SDK {NEURON_SDK} (NKI {NKI}, torch-neuronx {' or '.join(TORCH_NEURONX)})"

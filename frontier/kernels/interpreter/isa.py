@@ -30,7 +30,7 @@ from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import (ACTIVATION_RANGES, EXACT_ACTIVATIONS, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX,
                      PSUM_BANK_BYTES, TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
 from .ops import OPS, Op
-from .tensor import BY_MATMUL, BY_OTHER, NEVER, Tensor, is_float
+from .tensor import BY_MATMUL, BY_OTHER, NEVER, MemoryRegion, Tensor, is_float
 
 f32 = np.float32
 
@@ -211,7 +211,25 @@ def _dma(dst, src, op: str) -> None:
         _write(dst, src.read())
     if not dst.on_chip:
         dst.storage.dma_written = True
+        m.hbm_access(dst, write=True)
+    if not src.on_chip:
+        m.hbm_access(src, write=False)
     m.counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip, m.emitting)
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
+    """Both physical cores of an LNC=2 kernel wait here for each other; HBM written before it is seen after it
+    (lnc.py). `data` is the shared HBM tensor synchronised on; only cores=(0, 1) exists (nki.isa.core_barrier)."""
+    op = "nisa.core_barrier"
+    m = machine.current()
+    if m.group is None:
+        raise KernelError(f"{op} is only allowed when LNC is enabled (a kernel launched at LNC=2)")
+    if tuple(cores) != (0, 1) or isinstance(cores, list):
+        raise KernelError(f"{op}: cores must be the tuple (0, 1), got {cores!r}")
+    if not isinstance(data, Tensor) or (data.buffer is not MemoryRegion.shared_hbm and not data.storage.input):
+        raise KernelError(f"{op}: data must be a tensor in shared HBM, got {data!r}")
+    m.count(_engine(engine, ("gpsimd", "vector", "scalar", "tensor"), "gpsimd", op), 0, 0)
+    m.group.barrier(m.core)
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):

@@ -193,6 +193,24 @@ def _loop_range(start, stop, step, what: str) -> range:
     return range(_bound(start, f"{what} start"), _bound(stop, f"{what} stop"), int(step))
 
 
+def program_id(axis=0):
+    """This physical core's index in an LNC=2 launch (0 or 1), 0 at LNC=1: a compile-time int (lnc.py)."""
+    if axis != 0:
+        raise KernelError(f"nl.program_id({axis}): an LNC launch has one axis (0)")
+    return machine.current().core
+
+
+def num_programs(axes=0):
+    """The launch's LNC degree (1 or 2): how many physical cores run this kernel."""
+    if axes not in (0, None):
+        raise KernelError(f"nl.num_programs({axes}): an LNC launch has one axis (0)")
+    return machine.current().lnc
+
+
+def program_ndim():
+    return 1 if machine.current().lnc > 1 else 0
+
+
 INT32 = (-2**31, 2**31 - 1)
 
 

@@ -64,8 +64,14 @@ def approximate_activations(error: ActivationError | None = None):
 
 
 class Machine:
-    def __init__(self, trace: bool = False):
+    """One physical NeuronCore's state in a kernel call: `core` is its program id; `group` the LNC=2 call's shared
+    HBM and turns (lnc.py), None at LNC=1."""
+
+    def __init__(self, trace: bool = False, core: int = 0, group=None):
         self.trace = trace
+        self.core = core
+        self.group = group
+        self.lnc = 1 if group is None else group.lnc
         self.counts = Counts()
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
@@ -85,6 +91,8 @@ class Machine:
         shape = tuple(int(s) for s in shape)
         if any(s < 1 for s in shape) or not shape:
             raise KernelError(f"tensor {name!r}: shape {shape} must have positive sizes")
+        if buffer is MemoryRegion.shared_hbm and self.group is not None:
+            return Tensor.whole(self.group.shared_storage(self.core, shape, dtype, name))
         storage = Storage(shape, dtype, buffer, name, fill=not self.trace)
         self.memory.allocate(storage)
         return Tensor.whole(storage)
@@ -94,7 +102,14 @@ class Machine:
         if not self.trace:
             storage.array[...] = array
         storage.input = True
+        if self.group is not None:
+            self.group.add_input(storage)
         return Tensor.whole(storage)
+
+    def hbm_access(self, view: Tensor, write: bool) -> None:
+        """A DMA read or wrote the HBM view: at LNC=2 the other core must not touch it in the same epoch."""
+        if self.group is not None:
+            self.group.access(view, write)
 
     def perturb(self, values: np.ndarray, inputs: np.ndarray, function: str) -> np.ndarray:
         """An approximated function's exact outputs on `inputs` (fp32), perturbed within the run's ActivationError."""

@@ -155,6 +155,30 @@ def _block_tiles(pos_block, n, per_tile):
     return max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
 
 
+def _core_rows(n, pmax, core, cores):
+    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
+    ntiles = (n + pmax - 1) // pmax
+    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
+    return t0 * pmax, min(t1 * pmax, n)
+
+
+def _sum_parts(out, parts, core, cores):
+    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
+    chunks (every core reads every part, each row chunk of out is written by one core)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = out.shape
+    ch = _chunks(rows, pmax)
+    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
+        r0, rw = ch[i]
+        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
+        for c in range(1, cores):
+            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
+        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
+
+
 def _zero_hbm(t):
     """t (a 2-D fp32 HBM tensor) = 0, by DMA from a zeroed SBUF tile (ends with the helper)."""
     pmax = nl.tile_size.pmax
@@ -188,7 +212,9 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     pmax = nl.tile_size.pmax
     mdt, size = _operand(matmul_dtype)
     kt_n = len(_chunks(d, pmax))
-    pb = _block_tiles(pos_block, n, kt_n * pmax * size + 8 * 4)
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
+    pb = _block_tiles(pos_block, r_end - r_begin, kt_n * pmax * size + 8 * 4)
     loss = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     lse = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     tp = nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum)
@@ -196,15 +222,16 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     io = [hidden, w, targets, bias, loss, lse]
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = _chunks(block_rows, pmax)
+
     def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
 
-    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _fwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vchunk, mdt, tp, l_ps)
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _fwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
     return loss, lse
 
 
@@ -335,28 +362,38 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     subs = _vocab_block(d, vchunk)
     vb = min(subs * pmax, vchunk)
     kt_n = len(_chunks(d, pmax))
-    pb = _block_tiles(pos_block, n, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)
+    pb = _block_tiles(pos_block, r_end - r_begin, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dz_out = nl.ndarray((n, v), dtype=nl.float32, buffer=nl.shared_hbm) if has_bias else None
-    _zero_hbm(dw_out)
+    pw = dw_out  # where this core's partial sums of dW accumulate
+    if cores > 1:
+        parts = nl.ndarray((cores, v, d), dtype=nl.float32, buffer=nl.shared_hbm)
+        pw = parts[core]
+    _zero_hbm(pw)
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # the logit tile
           nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dhidden
     for s in range(subs):
         ps.append(nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum))  # dW row tile s
-    io = [hidden, w, targets, bias, lse, dloss, dh_out, dw_out, dz_out]
+    io = [hidden, w, targets, bias, lse, dloss, dh_out, pw, dz_out]
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = _chunks(block_rows, pmax)
+
     def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
 
-    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _bwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vb, mdt, ps)
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _bwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vb, mdt, ps)
+    if cores > 1:
+        nisa.core_barrier(parts, (0, 1))
+        _sum_parts(dw_out, parts, core, cores)
     if has_bias:
         return dh_out, dw_out, dz_out
     return dh_out, dw_out

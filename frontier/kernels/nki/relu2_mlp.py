@@ -142,14 +142,17 @@ def mlp_fwd(x, w1, w2, matmul_dtype="bfloat16"):
     w2t = nl.ndarray((pmax, ft_n, d), dtype=mdt, buffer=nl.sbuf)
     _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t)
 
-    full = n // pmax
+    r_begin, r_end = _core_rows(n, pmax, nl.program_id(0), nl.num_programs())  # LNC=2: half the tiles each
+    full = (r_end - r_begin) // pmax
+
     def tile_body(r):
         _fwd_tile(_rows(x, r, 0, pmax), _rows(y, r, 0, pmax), pmax, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps)
 
-    nl.fori_loop(0, full * pmax, tile_body, step=pmax)
-    if n > full * pmax:
-        rows = n - full * pmax
-        _fwd_tile(_rows(x, None, full * pmax, rows), _rows(y, None, full * pmax, rows), rows, w1t, w2t, dch, fch, och,
+    nl.fori_loop(r_begin, r_begin + full * pmax, tile_body, step=pmax)
+    if r_end > r_begin + full * pmax:
+        r0 = r_begin + full * pmax
+        rows = r_end - r0
+        _fwd_tile(_rows(x, None, r0, rows), _rows(y, None, r0, rows), rows, w1t, w2t, dch, fch, och,
                   mdt, tp, h_ps, y_ps)
     return y
 
@@ -197,7 +200,8 @@ def _f_block(d):
 
 @nki.jit
 def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
-    """(dx [N, D], dW1 [F, D], dW2 [D, F]) of y = relu(x W1^T)^2 W2^T, h recomputed (module docstring)."""
+    """(dx [N, D], dW1 [F, D], dW2 [D, F]) of y = relu(x W1^T)^2 W2^T, h recomputed (module docstring); at LNC=2 each
+    core takes half the token tiles and sums its weight gradients apart, then each writes half of dW1 and dW2."""
     n, d = x.shape
     f = w1.shape[0]
     assert w1.shape == (f, d) and w2.shape == (d, f) and dy.shape == (n, d)
@@ -205,16 +209,23 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     mdt, size = _operand(matmul_dtype)
     kt_n = len(_chunks(d, pmax))
     fb = min(_f_block(d), pmax * ((f + pmax - 1) // pmax))
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)
     per_tile = (2 * d + 2 * kt_n * pmax) * size + d * 4  # x, dy, x^T, dy^T; the fp32 dx accumulator
-    ntiles = (n + pmax - 1) // pmax
+    ntiles = (r_end - r_begin + pmax - 1) // pmax
     pb = pos_block
     if pb == 0:
         pb = max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
     dx = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw1 = nl.ndarray((f, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw2 = nl.ndarray((d, f), dtype=nl.float32, buffer=nl.shared_hbm)
-    _zero_hbm(dw1)
-    _zero_hbm(dw2)
+    pw1, pw2 = dw1, dw2  # where this core's partial sums accumulate
+    if cores > 1:
+        part1 = nl.ndarray((cores, f, d), dtype=nl.float32, buffer=nl.shared_hbm)
+        part2 = nl.ndarray((cores, d, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        pw1, pw2 = part1[core], part2[core]
+    _zero_hbm(pw1)
+    _zero_hbm(pw2)
 
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # h, then dA
@@ -227,18 +238,48 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     ps.append(dw2_ps)
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = []
     for t in range(pb):
         tiles.append((t * pmax, pmax))
-    def block_body(b):
-        _bwd_block(x, w1, w2, dy, dx, dw1, dw2, b, 0, tiles, fb, mdt, ps)
 
-    nl.fori_loop(0, nblocks * block_rows, block_body, step=block_rows)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _bwd_block(x, w1, w2, dy, dx, dw1, dw2, None, r0, _chunks(n - r0, pmax), fb, mdt, ps)
+    def block_body(b):
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, b, 0, tiles, fb, mdt, ps)
+
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, _chunks(r_end - r0, pmax), fb, mdt, ps)
+    if cores > 1:
+        nisa.core_barrier(part1, (0, 1))
+        nisa.core_barrier(part2, (0, 1))
+        _sum_parts(dw1, part1, core, cores)
+        _sum_parts(dw2, part2, core, cores)
     return dx, dw1, dw2
+
+
+def _core_rows(n, pmax, core, cores):
+    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
+    ntiles = (n + pmax - 1) // pmax
+    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
+    return t0 * pmax, min(t1 * pmax, n)
+
+
+def _sum_parts(out, parts, core, cores):
+    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
+    chunks (every core reads every part, each row chunk of out is written by one core)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = out.shape
+    ch = _chunks(rows, pmax)
+    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
+        r0, rw = ch[i]
+        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
+        for c in range(1, cores):
+            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
+        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
 
 
 def _zero_hbm(t):
