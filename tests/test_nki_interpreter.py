@@ -96,8 +96,9 @@ def test_matmul_matches_numpy_and_counts_by_hand():
     out, c = run(_matmul_kernel, a_t, b)
     np.testing.assert_allclose(out, a_t.T @ b, rtol=1e-5, atol=1e-4)
     assert c.matmul_flops == 2 * 128 * 64 * 256
-    assert c.instructions == {"tensor": 1, "vector": 1, "scalar": 0, "gpsimd": 0}
-    assert c.elements["tensor"] == 128 * 256 and c.free_elements["tensor"] == 256  # the moving tile
+    # nc_matmul is two TensorE instructions (LoadStationary of the stationary tile, MultiplyMoving of the moving one)
+    assert c.instructions == {"tensor": 2, "vector": 1, "scalar": 0, "gpsimd": 0}
+    assert c.elements["tensor"] == 128 * 64 + 128 * 256 and c.free_elements["tensor"] == 64 + 256
     assert c.elements["vector"] == 64 * 256  # the PSUM -> SBUF copy
     assert c.hbm_read_bytes == (128 * 64 + 128 * 256) * 4 and c.hbm_write_bytes == 64 * 256 * 4
     assert c.dma_transfers == 3 and c.peak_psum_banks == 1
@@ -501,6 +502,35 @@ def test_psum_tiles_are_placed_back_to_back():
 
 
 # ------------------------------------------------------------------------------------------ small items (issue 28.7)
+
+
+def test_iota_is_integer_arithmetic():
+    """nki.isa.iota computes in 32-bit integers and casts to dst's dtype: int32 is exact past 2^24."""
+    def kernel(x):
+        t = nl.ndarray((2, 4), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(dst=t, pattern=[[1, 4]], offset=2**24 + 1, channel_multiplier=4)
+        out = nl.ndarray((2, 4), dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    out, _ = run(kernel, _x(2, 2))
+    np.testing.assert_array_equal(out, 2**24 + 1 + np.arange(8).reshape(2, 4))
+
+
+def test_matmul_perf_mode_takes_the_documented_values():
+    assert {e.name: e.value for e in nisa.matmul_perf_mode} == {"none": "none", "double_row": "double_row"}
+
+    def kernel(a_t, b, mode):
+        acc = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a_t), moving=nl.load(b), perf_mode=mode)
+        return a_t
+
+    run(kernel, _x(128, 64), _x(128, 32), mode=nisa.matmul_perf_mode.none)
+    run(kernel, _x(128, 64), _x(128, 32), mode="none")
+    with pytest.raises(KernelError, match="perf_mode must be a nisa.matmul_perf_mode"):
+        run(kernel, _x(128, 64), _x(128, 32), mode=0)
+    with pytest.raises(UnsupportedError, match="perf modes are not in the interpreted subset"):
+        run(kernel, _x(128, 64), _x(128, 32), mode=nisa.matmul_perf_mode.double_row)
 
 
 def test_enum_values_are_the_nki_stubs():

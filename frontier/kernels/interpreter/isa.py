@@ -65,9 +65,9 @@ class oob_mode(Enum):
     skip = 1
 
 
-class matmul_perf_mode(Enum):
-    none = 0
-    double_row = 1
+class matmul_perf_mode(Enum):  # string values, as nki.isa.matmul_perf_mode's
+    none = "none"
+    double_row = "double_row"
 
 
 _RC = reduce_cmd  # `reduce_cmd` and `engine` are also parameter names below
@@ -276,7 +276,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     undefined on Trn2) is refused.
     """
     op = "nisa.nc_matmul"
-    if tile_position or tile_size or is_transpose or perf_mode not in (None, matmul_perf_mode.none):
+    if perf_mode not in (None, "none", "double_row") and not isinstance(perf_mode, matmul_perf_mode):
+        raise KernelError(f"{op}: perf_mode must be a nisa.matmul_perf_mode ('none' or 'double_row'), got "
+                          f"{perf_mode!r}")
+    if tile_position or tile_size or is_transpose or perf_mode not in (None, "none", matmul_perf_mode.none):
         raise UnsupportedError(f"{op}: tiling mode, transpose mode and perf modes are not in the interpreted subset")
     _tile(stationary, "stationary", op, psum=False)
     _tile(moving, "moving", op, psum=False)
@@ -326,6 +329,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             product = dst.read().reshape(m, n) + product
         _write(dst, product, BY_MATMUL)
     mach = machine.current()
+    # two TensorE instructions per nc_matmul (NeuronCore architecture guide): LoadStationary streams the stationary
+    # tile [K, M] in, MultiplyMoving streams the moving tile [K, N] past it into PSUM
+    mach.count("tensor", stationary.size, m)
     mach.count("tensor", moving.size, n)
     mach.counts.matmul_flops += 2 * k * m * n
 
@@ -612,7 +618,14 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     if _tracing():
         _mark(dst)
         return
-    _write(dst, values.astype(f32))
+    # computed in 32-bit integer arithmetic, then cast to dst's dtype (nki.isa.iota): an integer dst is exact
+    values = values.astype(np.int64)
+    values = ((values + 2**31) % 2**32 - 2**31).astype(np.int32)
+    if is_float(dst.dtype):
+        _write(dst, values.astype(f32))
+    else:
+        dst._np[...] = values.reshape(dst.shape).astype(dst.dtype)
+        _mark(dst)
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0,
