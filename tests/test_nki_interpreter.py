@@ -870,3 +870,43 @@ def test_lnc2_cores_must_allocate_the_same_shared_tensors():
 
     with pytest.raises(KernelError, match="must allocate the same shared tensors"):
         run(kernel, _x(4, 4), lnc=2)
+
+
+def test_dge_modes_as_documented():
+    """nki-dge: dge_mode=none cannot address a runtime offset; hwdge is triggered by ScalarE or sync only."""
+    def copy_rows(x, mode, eng):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), dge_mode=mode, engine=eng)
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    x = _x(256, 4)
+    for mode, eng in ((nisa.dge_mode.unknown, nisa.engine.unknown), (nisa.dge_mode.swdge, nisa.engine.unknown),
+                      (nisa.dge_mode.hwdge, nisa.engine.scalar), (nisa.dge_mode.hwdge, nisa.engine.sync)):
+        out, _ = run(copy_rows, x, mode=mode, eng=eng)
+        np.testing.assert_array_equal(out, x)
+    with pytest.raises(LimitError, match="dge_mode=none .* runtime"):
+        run(copy_rows, x, mode=nisa.dge_mode.none, eng=nisa.engine.unknown)
+    with pytest.raises(KernelError, match="only nisa.engine.scalar or nisa.engine.sync"):
+        run(copy_rows, x, mode=nisa.dge_mode.hwdge, eng=nisa.engine.gpsimd)
+
+
+    def static_none(x):  # a static address takes dge_mode=none
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.none)
+        return _store_like(x, t)
+
+    y = _x(8, 8)
+    np.testing.assert_array_equal(run(static_none, y)[0], y)
+
+
+def _store_like(x, t):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out

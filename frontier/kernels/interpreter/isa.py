@@ -187,8 +187,21 @@ def _engine(requested, allowed: tuple[str, ...], default: str, op: str) -> str:
 
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):
-    """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ."""
-    _dma(dst, src, "nisa.dma_copy")
+    """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ.
+
+    DGE modes (nki/deep-dives/nki-dge.rst): `none` (descriptors precomputed on the host) cannot address a runtime
+    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block."""
+    op = "nisa.dma_copy"
+    if not isinstance(dge_mode, globals()["dge_mode"]):
+        raise KernelError(f"{op}: dge_mode must be a nisa.dge_mode, got {dge_mode!r}")
+    dynamic = any(isinstance(t, Tensor) and t.dynamic for t in (dst, src))
+    if dge_mode is globals()["dge_mode"].none and dynamic:
+        raise LimitError(f"{op}: dge_mode=none precomputes descriptors on the host and cannot handle a runtime "
+                         "(scalar_offset) address: use the default, hwdge or swdge")
+    if dge_mode is globals()["dge_mode"].hwdge and engine not in (_ENG.unknown, _ENG.scalar, _ENG.sync):
+        raise KernelError(f"{op}: with dge_mode=hwdge only nisa.engine.scalar or nisa.engine.sync may trigger the "
+                          f"DMA, got {engine}")
+    _dma(dst, src, op)
 
 
 def _dma(dst, src, op: str) -> None:
