@@ -910,3 +910,60 @@ def _store_like(x, t):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=t)
     return out
+
+
+def test_language_reductions_transpose_and_matmul():
+    """nl.sum / nl.max / nl.min over the last free axes, nl.transpose (TensorE into PSUM), nl.matmul with
+    transpose_x=True (x.T @ y into fp32 PSUM); nl.matmul without it is a documented known issue."""
+    def kernel(a, b):
+        ta, tb = nl.load(a), nl.load(b)
+        s, mx, mn = nl.sum(ta, axis=1), nl.max(ta, axis=1, keepdims=True), nl.min(ta, axis=(1,))
+        t = nl.transpose(ta)
+        prod = nl.matmul(ta, tb, transpose_x=True)
+        outs = []
+        for tile in (s, mx, mn, t, prod):
+            sb = nl.ndarray(tile.shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=sb, src=tile)
+            o = nl.ndarray(tile.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(o, sb)
+            outs.append(o)
+        return tuple(outs)
+
+    a, b = _x(64, 32, seed=1), _x(64, 16, seed=2)
+    (s, mx, mn, t, prod), _ = run(kernel, a, b)
+    np.testing.assert_allclose(s[:, 0], a.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(mx[:, 0], a.max(1))
+    np.testing.assert_array_equal(mn[:, 0], a.min(1))
+    np.testing.assert_array_equal(t, a.T)
+    np.testing.assert_allclose(prod, a.T @ b, rtol=1e-5, atol=1e-4)
+
+    def untransposed(a, b):
+        nl.matmul(nl.load(a), nl.load(b))
+        return a
+
+    with pytest.raises(UnsupportedError, match="without transpose_x=True"):
+        run(untransposed, a, b)
+
+
+def test_the_lnc_guide_pattern_runs_at_both_degrees():
+    """The pattern of the LNC guide (nki/get-started/about/lnc.rst), written here: a [2, 128, 128] input, one tile
+    per core when nl.num_programs() is 2, both tiles on one core otherwise; reciprocal on VectorE."""
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if nl.num_programs() == 1:
+            mine = range(x.shape[0])
+        else:
+            mine = range(nl.program_id(0), nl.program_id(0) + 1)
+        for i in mine:
+            t = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i])
+            r = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.sbuf)
+            nisa.reciprocal(dst=r, data=t)
+            nisa.dma_copy(dst=out[i], src=r)
+        return out
+
+    x = (np.abs(_x(2, 128, 128)) + 0.5).astype(F32)
+    for lnc in (1, 2):
+        out, c = run(kernel, x, lnc=lnc)
+        np.testing.assert_allclose(out, 1 / x, rtol=1e-6)
+        assert c.lnc_conflicts == 0 and c.instructions["vector"] == 2

@@ -258,6 +258,54 @@ def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     return out
 
 
+def _reduce(op_name: str, x, axis, dtype, keepdims):
+    """nl.sum / nl.max / nl.min: a VectorE reduction over the last contiguous free axes into a new SBUF tile (on-chip
+    tiles stay 2-D: reducing every free axis keeps a size-1 one)."""
+    if not isinstance(x, Tensor):
+        raise KernelError(f"nl.{op_name}: x must be a tile, got {type(x).__name__}")
+    axes = sorted({a % x.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape)] if keepdims else \
+        [n for i, n in enumerate(x.shape) if i not in axes]
+    if len(shape) < 2:
+        shape = shape + [1]
+    out = ndarray(tuple(shape), dtype or x.dtype, sbuf)
+    isa.tensor_reduce(out, globals()[{"sum": "add", "max": "maximum", "min": "minimum"}[op_name]], x, axis,
+                      keepdims=keepdims)
+    return out
+
+
+def sum(x, axis, dtype=None, keepdims=False):  # noqa: A001  (nl.sum)
+    return _reduce("sum", x, axis, dtype, keepdims)
+
+
+def max(x, axis, dtype=None, keepdims=False):  # noqa: A001
+    return _reduce("max", x, axis, dtype, keepdims)
+
+
+def min(x, axis, dtype=None, keepdims=False):  # noqa: A001
+    return _reduce("min", x, axis, dtype, keepdims)
+
+
+def transpose(x, dtype=None):
+    """nl.transpose: a 2-D tile with partitions and free dim swapped, on TensorE into PSUM."""
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise KernelError(f"nl.transpose takes a 2-D tile, got {x!r}")
+    out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, psum)
+    isa.nc_transpose(out, x, engine=isa.engine.tensor)
+    return out
+
+
+def matmul(x, y, transpose_x=False):
+    """nl.matmul(x, y, transpose_x=True): x.T @ y into a new fp32 PSUM tile (one nc_matmul, x stationary). Without
+    transpose_x it fails on the hardware (a known issue carried from NKI 0.4): refused."""
+    if not transpose_x:
+        raise UnsupportedError("nl.matmul(x, y) without transpose_x=True is not supported (NKI known issue): "
+                               "arrange x as [K, M] and pass transpose_x=True")
+    out = ndarray((x.shape[1], y.shape[1]), float32, psum)
+    isa.nc_matmul(out, x, y)
+    return out
+
+
 REMOVED = {
     "dynamic_range": "nl.dynamic_range was removed in NKI 0.7 (Neuron SDK 2.33; deprecated in 0.6): write the loop as "
                      "nl.fori_loop(lower, upper, body, step=step), body(i) using i as a runtime offset",
