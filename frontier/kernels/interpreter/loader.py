@@ -12,7 +12,7 @@ stand-in for torch-neuronx's does), while `nki.language` and `nki.isa` stay the 
 `run` checks the kernel's source against the documented NKI language first (`subset.check_kernel`: the kernel and
 every helper it calls), then runs it on copies of the input arrays. As in the official simulator, an input the kernel
 wrote into (by DMA) is copied back into the caller's array, and a kernel may return an input it wrote.
-`trace` specializes a kernel on shapes alone and returns its Counts (machine.py: nothing computed, a dynamic loop's
+`trace` specializes a kernel on shapes alone and returns its Counts (machine.py: nothing computed, a compiled loop's
 body run once): the static instruction count at full size, fast.
 """
 

@@ -6,7 +6,7 @@ thread of execution (a context variable).
 Two modes besides the plain one:
 - trace (`Machine(trace=True)`, `loader.trace`): the kernel is specialized but nothing is computed. Every check
   that does not depend on values runs (shapes, memories, engines, partitions, PSUM banks and capacity, SBUF
-  capacity, accumulation state), every instruction is counted, and a dynamic loop runs its body once: the static
+  capacity, accumulation state), every instruction is counted, and a compiled loop runs its body once: the static
   instruction count of a kernel at full size in a fraction of a second.
 - approximate activations (`approximate_activations(...)`, a context manager around `run`): ScalarE's
   transcendental functions return values perturbed within the stated bound of `limits.ACTIVATION_ERROR`, as the
@@ -76,7 +76,7 @@ class Machine:
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
-        self.replay = 0  # > 0 inside a dynamic loop's second and later iterations: nothing is emitted again
+        self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
         self.activation_error = _activation_error.get()
         self._token = None
 
