@@ -158,6 +158,10 @@ def test_helpers_a_kernel_calls_are_checked_too():
     assert [(v.rule, v.function.split(".")[-1]) for v in found] == [("dynamic-range", "helper")]
 
 
+class ShapeError(ValueError):  # a Python exception: meta-programming, not an NKI class
+    pass
+
+
 class Base(nl.NKIObject):
     scale = 1.0
 
@@ -174,7 +178,7 @@ def k_python(x, bias=None):
     """Python meta-programming, which NKI 0.7 specializes by tracing (release notes 0.7.0): `is` / `is not`,
     comprehensions, a generator function and expression, lambda, try / except, raise, del, a set, class inheritance."""
     if bias is not None:
-        raise ValueError("no bias here")
+        raise ShapeError("no bias here")
     widths = [w for w in range(3)]
     assert sum(w for w in widths) == 3 and len({1, 2}) == 2
     scale = (lambda s: s)(Doubling().scale)

@@ -165,7 +165,8 @@ class _Checker(ast.NodeVisitor):
 
     def visit_ClassDef(self, node):
         self.classes[node.name] = node
-        if not any(self._nki_base(b) for b in node.bases):
+        exception = any(ast.unparse(b).split(".")[-1].endswith(("Error", "Exception")) for b in node.bases)
+        if not exception and not any(self._nki_base(b) for b in node.bases):
             self.add("nki-object", node, f"{RULES['nki-object']}; class {node.name} has bases "
                                          f"({', '.join(ast.unparse(b) for b in node.bases) or 'none'})")
         self.generic_visit(node)
@@ -231,7 +232,8 @@ def _helpers(fn, names) -> list:
     for name in sorted(names):
         f = scope.get(name)
         f = getattr(f, "fn", f)  # a jitted kernel called from another
-        if isinstance(f, type) and f.__module__ not in ("builtins",) and not _interpreter(f):
+        if (isinstance(f, type) and f.__module__ != "builtins" and not issubclass(f, BaseException)
+                and not _interpreter(f)):  # a Python exception is meta-programming, not an NKI value
             out.append(f)
         elif isinstance(f, types.FunctionType) and not _interpreter(f):
             out.append(f)
