@@ -57,6 +57,11 @@ row tiles (ceil(D / 512) banks each); D <= 1536):
   HBM, so every block runs the same code. HBM with NB token blocks: hidden, targets, lse, dloss read once, W read NB
   times, dW zeroed, then read and written NB times, dhidden written once.
 
+Logical NeuronCores: launched at LNC=2 (`frontier.kernels.toolchain.LNC`), each physical core takes half of the token
+tiles (`nl.program_id`) and writes only its own positions' loss, lse, dhidden (and dz). dW, a sum over all
+positions, is accumulated per core into its own part of a [2, V, D] shared HBM tensor; after `nisa.core_barrier`
+each core writes half of dW's row tiles as part 0 + part 1, so no HBM is read-add-written by both cores.
+
 With a bias (the n-gram mix: `NGramMix` adds a per-(position, vocabulary) bias to the capped logits):
 head_ce_bias_fwd(hidden, w, targets, bias, cap, ...) and head_ce_bias_bwd(hidden, w, targets, bias, lse, dloss, cap,
 ...) take it dense, bias [N, V] fp32 in HBM: each [rows, vw] tile is DMA'd next to its logit tile and z = cap t + bias

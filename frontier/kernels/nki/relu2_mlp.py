@@ -55,6 +55,12 @@ runs the same code, the device loop's body. FB is the largest of 512, 256, 128 f
 banks: D <= 1024.
 HBM with NB token blocks: x and dy read once, W1 and W2 read NB times, dW1 and dW2 zeroed, then read and written NB
 times, dx written once.
+
+Logical NeuronCores: launched at LNC=2 (`frontier.kernels.toolchain.LNC`), each of the two physical cores takes half
+of the 128-token tiles (`nl.program_id`), and writes only its own rows of y and dx. The weight gradients, sums over
+all tokens, never see a read-add-write by both cores: each core accumulates its own part (a [2, F, D] and a [2, D, F]
+tensor in shared HBM, in place of dW1 and dW2 above), the cores meet at `nisa.core_barrier`, and each then writes half
+of the row tiles of dW1 and dW2 as part 0 + part 1. At LNC=1 the kernel is the single-core one above.
 """
 
 import nki
