@@ -967,3 +967,21 @@ def test_the_lnc_guide_pattern_runs_at_both_degrees():
         out, c = run(kernel, x, lnc=lnc)
         np.testing.assert_allclose(out, 1 / x, rtol=1e-6)
         assert c.lnc_conflicts == 0 and c.instructions["vector"] == 2
+
+
+def test_gelu_is_a_scalare_activation():
+    """nl.gelu (exact, erf form) is one of ScalarE's documented activation functions (nki.api.shared)."""
+    def kernel(x):
+        t = nl.load(x)
+        g = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=g, op=nl.gelu, data=t)
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, g)
+        return out
+
+    x = _x(8, 16)
+    out, c = run(kernel, x)
+    import math
+    want = np.array([[0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in row] for row in x.astype(np.float64)])
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+    assert c.instructions["scalar"] == 1
