@@ -150,6 +150,19 @@ def test_rope_forward_and_backward_match_rotary_exactly(rope, case):
     MODEL_KERNEL_ERRORS[f"rope/dx/{case}"] = (0.0, float(np.abs(dx_ref).max()), 0.0)
 
 
+def test_rope_at_lnc2_gives_the_lnc1_result(rope):
+    """LNC=2: each core rotates half of the token tiles (its own phase tables); every row as at LNC=1, no race."""
+    r = _rng(3)
+    x = r.standard_normal((4 * 100, 2 * 16)).astype(F32)  # T = 100: tiles start at several phases
+    ang = r.random((100, 8)).astype(F32)
+    cos, sin = np.cos(ang), np.sin(ang)
+    for kernel in (rope.rope_fwd, rope.rope_bwd):
+        one, _ = run(kernel, x, cos, sin)
+        two, c = run(kernel, x, cos, sin, lnc=2)
+        np.testing.assert_array_equal(one, two)
+        assert c.lnc_conflicts == 0 and all(k.dma_transfers > 0 for k in c.per_core)
+
+
 def test_rope_backward_is_the_rotation_with_sin_negated(rope):
     b, t, h, hd = ROPE_SHAPES["ragged-3x100-h3x10"]
     _, _, dy, cos, sin = _rope_case((b, t, h, hd), seed=3)

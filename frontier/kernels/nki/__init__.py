@@ -23,7 +23,7 @@ What every kernel keeps to, and what checks it (frontier.kernels.interpreter, fr
   TensorE's fast path, 79 TFLOP/s against 20 in fp32) or "float32", the dtype of every matmul operand; PSUM
   accumulates in fp32 and everything else is fp32 either way;
 - it is launched at LNC=2 (`frontier.kernels.toolchain.LNC`) and divides its work between the two physical cores
-  by `nl.program_id` (RoPE and Newton-Schulz excepted: both cores compute all of it and write the same values); no
+  by `nl.program_id` (Newton-Schulz excepted: both cores compute all of it and write the same values); no
   HBM byte is read-add-written by both cores (the backward kernels sum weight gradients per core, meet at
   `nisa.core_barrier`, then each writes half of the sum);
 - the instructions it emits at the trn2 shapes of one worker stay within the interpreter's budget
