@@ -985,3 +985,41 @@ def test_gelu_is_a_scalare_activation():
     want = np.array([[0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in row] for row in x.astype(np.float64)])
     np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
     assert c.instructions["scalar"] == 1
+
+
+def test_while_loop_and_registers():
+    """nl.while_loop(init, body): a compiled loop on a register condition (checked before each iteration); registers
+    loaded from memory with nisa.register_load, set with register_move, stored with register_store."""
+    def kernel(x, count):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+        z = nl.zeros((n, d), dtype=x.dtype)
+        nisa.dma_copy(dst=out, src=z)
+        c_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=c_sb, src=count)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, c_sb)
+        left = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+
+        def body(r):
+            nisa.register_store(left, r)  # rows left, as a runtime offset: copy row left - 1
+            t = nl.ndarray((1, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 1], [1, d]], offset=-d, scalar_offset=left))
+            nisa.dma_copy(dst=out.ap([[d, 1], [1, d]], offset=-d, scalar_offset=left), src=t)
+            nisa.tensor_scalar(dst=left, data=left, op0=nl.subtract, operand0=1.0)
+            nxt = nisa.register_alloc()
+            nisa.register_load(nxt, left)
+            return nxt
+
+        nl.while_loop(reg, body)
+        return out
+
+    x = _x(6, 4)
+    for k in (0, 1, 4):
+        out, c = run(kernel, x, np.array([[k]], np.int32))
+        want = np.zeros_like(x)
+        want[:k] = x[:k]
+        np.testing.assert_array_equal(out, want)
+        assert c.dynamic_loops == 1
+    _, c = run(kernel, x, np.array([[4]], np.int32))
+    assert c.static_instructions["dma"] == 2 + 2 and c.dma_transfers == 2 + 2 * 4  # the body emitted once

@@ -30,7 +30,7 @@ from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import (ACTIVATION_RANGES, EXACT_ACTIVATIONS, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX,
                      PSUM_BANK_BYTES, TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
 from .ops import OPS, Op
-from .tensor import BY_MATMUL, BY_OTHER, NEVER, MemoryRegion, Tensor, is_float
+from .tensor import BY_MATMUL, BY_OTHER, NEVER, MemoryRegion, Register, Tensor, is_float
 
 f32 = np.float32
 
@@ -243,6 +243,54 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
         raise KernelError(f"{op}: data must be a tensor in shared HBM, got {data!r}")
     m.count(_engine(engine, ("gpsimd", "vector", "scalar", "tensor"), "gpsimd", op), 0, 0)
     m.group.barrier(m.core)
+
+
+# ------------------------------------------------------------------------------------- virtual registers (32-bit)
+def _int32(v: int, op: str) -> int:
+    if not -2**31 <= int(v) < 2**31:
+        raise KernelError(f"{op}: {v} does not fit a 32-bit register")
+    return int(v)
+
+
+def _scalar_tensor(t, op: str, role: str) -> Tensor:
+    if not isinstance(t, Tensor) or t.size != 1 or t.is_psum:
+        raise KernelError(f"{op}: {role} must be a one-element tensor in HBM or SBUF, got {t!r}")
+    return t
+
+
+def register_alloc(x=None):
+    """A new virtual register, set to the compile-time int x (0 when None)."""
+    return Register(_int32(0 if x is None else x, "nisa.register_alloc"))
+
+
+def register_move(dst, src):
+    """dst = src, a compile-time int or another register."""
+    if not isinstance(dst, Register):
+        raise KernelError(f"nisa.register_move: dst must be a register, got {type(dst).__name__}")
+    dst._value = src._runtime_value() if isinstance(src, Register) else _int32(src, "nisa.register_move")
+
+
+def register_load(dst, src):
+    """dst = the one value of src (HBM or SBUF), as a 32-bit integer."""
+    op = "nisa.register_load"
+    if not isinstance(dst, Register):
+        raise KernelError(f"{op}: dst must be a register, got {type(dst).__name__}")
+    src = _scalar_tensor(src, op, "src")
+    if not _tracing():
+        dst._value = _int32(int(src._np.reshape(-1)[0]), op)
+
+
+def register_store(dst, src):
+    """dst (one element, HBM or SBUF) = the register's value."""
+    op = "nisa.register_store"
+    dst = _scalar_tensor(dst, op, "dst")
+    if not isinstance(src, Register):
+        raise KernelError(f"{op}: src must be a register, got {type(src).__name__}")
+    if not _tracing():
+        dst._np[...] = np.asarray(src._runtime_value()).astype(dst.dtype)
+        _mark(dst)
+        if not dst.on_chip:
+            dst.storage.dma_written = True
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):

@@ -27,7 +27,7 @@ from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
 from .ops import Op, make_ops
-from .tensor import DynSlice, MemoryRegion, Tensor
+from .tensor import DynSlice, MemoryRegion, Register, Tensor
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
 float32 = np.dtype(np.float32)
@@ -134,32 +134,6 @@ def affine_range(start, stop=None, step=1):
 sequential_range = static_range = affine_range
 
 
-class Register:
-    """A device register: the variable of a compiled loop. Its value exists only at run time on the device, so the
-    kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: int):
-        self._value = int(value)
-
-    def _runtime_value(self) -> int:
-        return self._value
-
-    def _refuse(self, *args):
-        raise KernelError("a compiled loop's variable is a device register, not a Python int: no arithmetic, "
-                          "comparison, truth value or indexing with it at specialization time; read it as a runtime "
-                          "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
-    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = _refuse
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = __float__ = _refuse
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return "<Register (a compiled loop's variable)>"
-
-
 def _bound(v, what: str) -> int:
     if isinstance(v, Register):
         return v._value
@@ -227,6 +201,30 @@ def fori_loop(lower, upper, body_fun, step=1):
     for i in _device_loop(values):
         if body_fun(i) is not None:
             raise KernelError("nl.fori_loop: the body function cannot return a value (keep loop state in SBUF/HBM)")
+
+
+def while_loop(init, body_fun):
+    """nl.while_loop: while the register's value is nonzero, r = body_fun(r) (a register), as a compiled loop: the
+    body is emitted once and checked before each iteration (the loop may not run at all)."""
+    if not isinstance(init, Register):
+        raise KernelError(f"nl.while_loop: init must be a register (nisa.register_alloc), got {type(init).__name__}")
+    if not callable(body_fun):
+        raise KernelError("nl.while_loop: body_fun must be a function of the condition register")
+    m = machine.current()
+    if m.emitting:
+        m.counts.dynamic_loops += 1
+    r, k = init, 0
+    try:
+        while m.trace and k == 0 or not m.trace and r._runtime_value() != 0:
+            if k == 1:
+                m.replay += 1
+            r = body_fun(Register(r._runtime_value()))
+            if not isinstance(r, Register):
+                raise KernelError("nl.while_loop: body_fun must return the next condition register")
+            k += 1
+    finally:
+        if k > 1:
+            m.replay -= 1
 
 
 def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:

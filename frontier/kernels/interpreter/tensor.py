@@ -244,6 +244,32 @@ class Tensor:
         return f"<Tensor{name} {self.shape} {self.dtype} {self.buffer.value}>"
 
 
+class Register:
+    """A device register: the variable of a compiled loop. Its value exists only at run time on the device, so the
+    kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: int):
+        self._value = int(value)
+
+    def _runtime_value(self) -> int:
+        return self._value
+
+    def _refuse(self, *args):
+        raise KernelError("a compiled loop's variable is a device register, not a Python int: no arithmetic, "
+                          "comparison, truth value or indexing with it at specialization time; read it as a runtime "
+                          "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = __float__ = _refuse
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "<Register (a compiled loop's variable)>"
+
+
 def _runtime_index(value) -> int:
     """The value of a runtime index: a dynamic loop's register, or a (1, 1) integer SBUF tile."""
     if hasattr(value, "_runtime_value"):
