@@ -1023,3 +1023,21 @@ def test_while_loop_and_registers():
         assert c.dynamic_loops == 1
     _, c = run(kernel, x, np.array([[4]], np.int32))
     assert c.static_instructions["dma"] == 2 + 2 and c.dma_transfers == 2 + 2 * 4  # the body emitted once
+
+
+def test_float_to_int_conversions_are_exact_or_refused():
+    """Engines and DMAs convert through fp32; to an integer dtype only exact values are defined here (the public
+    docs give no rounding or saturation rule): 3.0 -> 3 passes, 3.7 and 3e9 are refused."""
+    def kernel(x):
+        t = nl.load(x)
+        i = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=i, src=t)
+        out = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=i)
+        return out
+
+    out, _ = run(kernel, np.array([[3.0, -2.0]], np.float32))
+    np.testing.assert_array_equal(out, [[3, -2]])
+    for bad in (3.7, 3e9, np.nan):
+        with pytest.raises(UnsupportedError, match="rounding and saturation .* undocumented"):
+            run(kernel, np.array([[bad, 1.0]], np.float32))

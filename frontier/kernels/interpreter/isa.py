@@ -153,9 +153,24 @@ def _mark(dst: Tensor, how: int = BY_OTHER) -> None:
 
 def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
     values = np.asarray(values, dtype=f32).reshape(dst.shape)
+    if not is_float(dst.dtype):
+        _exact_integers(values, dst.dtype)
     with np.errstate(invalid="ignore"):
         dst._np[...] = values.astype(dst.dtype)
     _mark(dst, how)
+
+
+def _exact_integers(values: np.ndarray, dtype) -> None:
+    """An fp32 -> integer conversion is defined here only where it is exact: how the engines round a fraction and
+    what they do past the integer range is not in the public docs (nki.api.shared, type casting), so a value that
+    is not an integer inside dtype's range is refused rather than given NumPy's truncation and wrap-around."""
+    info = np.iinfo(dtype)
+    bad = ~np.isfinite(values) | (values != np.round(values)) | (values < info.min) | (values > info.max)
+    if bad.any():
+        v = values[bad].reshape(-1)[0]
+        raise UnsupportedError(f"converting {v!r} to {np.dtype(dtype)}: the hardware's rounding and saturation of a "
+                               "non-integral or out-of-range value are undocumented; keep it a float or round it "
+                               "exactly first")
 
 
 def _count(engine_name: str, data: Tensor) -> None:
@@ -218,9 +233,7 @@ def _dma(dst, src, op: str) -> None:
         pass
     elif src.dtype == dst.dtype:
         dst._np[...] = src._np.reshape(dst.shape)
-    elif not is_float(src.dtype) and not is_float(dst.dtype):
-        dst._np[...] = src._np.reshape(dst.shape).astype(dst.dtype)
-    else:
+    else:  # src -> fp32 -> dst (nki.isa.dma_copy), integers included
         _write(dst, src.read())
     if not dst.on_chip:
         dst.storage.dma_written = True
