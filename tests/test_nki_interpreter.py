@@ -13,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from frontier.kernels.interpreter import (ActivationError, KernelError, LimitError, UnsupportedError,
+from frontier.kernels.interpreter import (ActivationError, KernelError, LanguageError, LimitError, UnsupportedError,
                                          approximate_activations, find_real_nki, load, run, trace)
 from frontier.kernels.interpreter import isa as nisa
 from frontier.kernels.interpreter import language as nl
@@ -96,8 +96,9 @@ def test_matmul_matches_numpy_and_counts_by_hand():
     out, c = run(_matmul_kernel, a_t, b)
     np.testing.assert_allclose(out, a_t.T @ b, rtol=1e-5, atol=1e-4)
     assert c.matmul_flops == 2 * 128 * 64 * 256
-    assert c.instructions == {"tensor": 1, "vector": 1, "scalar": 0, "gpsimd": 0}
-    assert c.elements["tensor"] == 128 * 256 and c.free_elements["tensor"] == 256  # the moving tile
+    # nc_matmul is two TensorE instructions (LoadStationary of the stationary tile, MultiplyMoving of the moving one)
+    assert c.instructions == {"tensor": 2, "vector": 1, "scalar": 0, "gpsimd": 0}
+    assert c.elements["tensor"] == 128 * 64 + 128 * 256 and c.free_elements["tensor"] == 64 + 256
     assert c.elements["vector"] == 64 * 256  # the PSUM -> SBUF copy
     assert c.hbm_read_bytes == (128 * 64 + 128 * 256) * 4 and c.hbm_write_bytes == 64 * 256 * 4
     assert c.dma_transfers == 3 and c.peak_psum_banks == 1
@@ -429,6 +430,29 @@ def test_find_real_nki_rejects_the_pypi_stub(monkeypatch):
     assert nki is None and "lacks jit, simulate" in why
 
 
+def _fake_nki(version):
+    mod = types.ModuleType("nki")
+    mod.jit = mod.simulate = lambda f: f
+    mod.__version__ = version
+    return mod
+
+
+@pytest.mark.parametrize("version", ["0.6.0", "0.8.0", "0.3.1", "1.7.0"])
+def test_find_real_nki_refuses_other_versions_naming_the_supported_one(monkeypatch, version):
+    """One toolchain (frontier.kernels.toolchain): an nki that is not 0.7 is refused in one line naming it."""
+    monkeypatch.setitem(sys.modules, "nki", _fake_nki(version))
+    nki, why = find_real_nki()
+    assert nki is None and "\n" not in why
+    assert f"version {version}" in why and "NKI 0.7 only" in why and "Neuron SDK 2.33" in why
+
+
+@pytest.mark.parametrize("version", ["0.7.0", "0.7.2"])
+def test_find_real_nki_takes_the_supported_version(monkeypatch, version):
+    monkeypatch.setitem(sys.modules, "nki", _fake_nki(version))
+    nki, why = find_real_nki()
+    assert nki is sys.modules["nki"] and why == ""
+
+
 def test_find_real_nki_here():
     nki, why = find_real_nki()
     assert (nki is None) == bool(why)
@@ -478,6 +502,35 @@ def test_psum_tiles_are_placed_back_to_back():
 
 
 # ------------------------------------------------------------------------------------------ small items (issue 28.7)
+
+
+def test_iota_is_integer_arithmetic():
+    """nki.isa.iota computes in 32-bit integers and casts to dst's dtype: int32 is exact past 2^24."""
+    def kernel(x):
+        t = nl.ndarray((2, 4), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.iota(dst=t, pattern=[[1, 4]], offset=2**24 + 1, channel_multiplier=4)
+        out = nl.ndarray((2, 4), dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    out, _ = run(kernel, _x(2, 2))
+    np.testing.assert_array_equal(out, 2**24 + 1 + np.arange(8).reshape(2, 4))
+
+
+def test_matmul_perf_mode_takes_the_documented_values():
+    assert {e.name: e.value for e in nisa.matmul_perf_mode} == {"none": "none", "double_row": "double_row"}
+
+    def kernel(a_t, b, mode):
+        acc = nl.ndarray((64, 32), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=acc, stationary=nl.load(a_t), moving=nl.load(b), perf_mode=mode)
+        return a_t
+
+    run(kernel, _x(128, 64), _x(128, 32), mode=nisa.matmul_perf_mode.none)
+    run(kernel, _x(128, 64), _x(128, 32), mode="none")
+    with pytest.raises(KernelError, match="perf_mode must be a nisa.matmul_perf_mode"):
+        run(kernel, _x(128, 64), _x(128, 32), mode=0)
+    with pytest.raises(UnsupportedError, match="perf modes are not in the interpreted subset"):
+        run(kernel, _x(128, 64), _x(128, 32), mode=nisa.matmul_perf_mode.double_row)
 
 
 def test_enum_values_are_the_nki_stubs():
@@ -560,11 +613,14 @@ def _doubling_rows(x):
     """out = 2 x, 128 rows per iteration of a device loop over row offsets."""
     n, d = x.shape
     out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
-    for r in nl.dynamic_range(0, n, 128):
+
+    def body(r):
         t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
         nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
         nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+    nl.fori_loop(0, n, body, step=128)
     return out
 
 
@@ -613,17 +669,53 @@ def test_fori_loop_and_trace():
 
 def test_a_device_loop_variable_is_a_register():
     def arithmetic(x):
-        for r in nl.dynamic_range(0, 256, 128):
+        def body(r):
             nl.load(x[r:r + 128, :])
 
+        nl.fori_loop(0, 256, body, step=128)
+
     def condition(x):
-        for r in nl.dynamic_range(2):
+        def body(r):
             if r == 0:
                 nl.load(x)
 
+        nl.fori_loop(0, 2, body)
+
     for kernel in (arithmetic, condition):
-        with pytest.raises(KernelError, match="a dynamic loop's variable is a device register"):
+        with pytest.raises(KernelError, match="a compiled loop's variable is a device register"):
             run(kernel, _x(256, 4))
+
+
+def test_dynamic_range_is_refused_naming_fori_loop():
+    """NKI 0.7 removed nl.dynamic_range (migration guide 0.6 -> 0.7); fori_loop replaces it."""
+    def kernel(x):
+        for r in nl.dynamic_range(0, 256, 128):
+            nl.load(x)
+        return x
+
+    with pytest.raises(LanguageError, match=r"dynamic_range.*removed in NKI 0\.7.*fori_loop"):
+        run(kernel, _x(256, 4))
+
+
+def test_fori_loop_bounds_fit_32_bits_and_its_body_returns_nothing():
+    def wide(x):
+        def body(i):
+            nl.load(x)
+
+        nl.fori_loop(0, 2**31, body, step=2**30)
+        return x
+
+    def returns(x):
+        def body(i):
+            return i
+
+        nl.fori_loop(0, 2, body)
+        return x
+
+    with pytest.raises(KernelError, match="does not fit 32 bits"):
+        run(wide, _x(4, 4))
+    with pytest.raises(KernelError, match="cannot return a value"):
+        run(returns, _x(4, 4))
 
 
 def test_ap_stays_inside_its_storage():
@@ -673,3 +765,279 @@ def test_approximate_activations_perturb_within_the_stated_bound():
         else:
             sign = 1 if mode == "high" else -1
             np.testing.assert_allclose(err, sign * bound, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------ LNC=2: two cores, one HBM
+
+
+def _sum_rows_racy(x):
+    """Each core adds its half of x's 128-row tiles into ONE shared [128, d] accumulator (read-add-write)."""
+    n, d = x.shape
+    acc = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    if nl.program_id(0) == 0:
+        z = nl.zeros((128, d), dtype=nl.float32)
+        nisa.dma_copy(dst=acc, src=z)
+    nisa.core_barrier(acc, (0, 1))
+    half = n // nl.num_programs()
+    for r in range(nl.program_id(0) * half, (nl.program_id(0) + 1) * half, 128):
+        t = nl.load(x[r:r + 128, :])
+        cur = nl.load(acc)
+        nisa.tensor_tensor(dst=cur, data1=cur, data2=t, op=nl.add)
+        nl.store(acc, cur)
+    return acc
+
+
+def _sum_rows_sharded(x):
+    """The same sum without a race: a part per core in shared HBM, a barrier, then core 0 adds the parts."""
+    n, d = x.shape
+    cores, core = nl.num_programs(), nl.program_id(0)
+    parts = nl.ndarray((cores, 128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.shared_hbm)
+    own = nl.zeros((128, d), dtype=nl.float32)
+    half = n // cores
+    for r in range(core * half, (core + 1) * half, 128):
+        t = nl.load(x[r:r + 128, :])
+        nisa.tensor_tensor(dst=own, data1=own, data2=t, op=nl.add)
+    nisa.dma_copy(dst=parts[core], src=own)
+    nisa.core_barrier(parts, (0, 1))
+    if core == 0:
+        total = nl.load(parts[0])
+        for c in range(1, cores):
+            nisa.tensor_tensor(dst=total, data1=total, data2=nl.load(parts[c]), op=nl.add)
+        nl.store(acc, total)
+    return acc
+
+
+def test_at_lnc2_a_read_add_write_race_gives_wrong_numbers_and_is_counted():
+    x = _x(4 * 128, 8)
+    want = x.reshape(4, 128, 8).sum(0)
+    racy, c = run(_sum_rows_racy, x, lnc=2)
+    assert np.abs(racy - want).max() > 0.1 and c.lnc_conflicts > 0  # one core's updates lost
+    good, c = run(_sum_rows_sharded, x, lnc=2)
+    np.testing.assert_allclose(good, want, rtol=1e-6, atol=1e-6)
+    assert c.lnc_conflicts == 0
+
+
+def test_lnc_program_ids_and_shared_outputs():
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)  # one tensor for both cores
+        n = x.shape[0] // nl.num_programs()
+        r0 = nl.program_id(0) * n
+        for r in range(r0, r0 + n, 128):
+            t = nl.load(x[r:r + 128, :])
+            nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=float(nl.program_id(0)))
+            nl.store(out[r:r + 128, :], t)
+        return out
+
+    x = _x(256, 4)
+    one, c1 = run(kernel, x)
+    np.testing.assert_array_equal(one, x)
+    two, c2 = run(kernel, x, lnc=2)
+    np.testing.assert_array_equal(two[:128], x[:128])
+    np.testing.assert_array_equal(two[128:], x[128:] + 1)
+    assert c2.lnc_conflicts == 0 and len(c2.per_core) == 2 and c2.dma_transfers == 4
+    assert trace(kernel, x, lnc=2).static_total == 3  # each core's own program
+
+
+def test_core_barrier_rules():
+    def barrier_at_lnc1(x):
+        nisa.core_barrier(x, (0, 1))
+        return x
+
+    def one_sided(x):
+        if nl.program_id(0) == 0:
+            nisa.core_barrier(x, (0, 1))
+        return x
+
+    def list_of_cores(x):
+        nisa.core_barrier(x, [0, 1])
+        return x
+
+    with pytest.raises(KernelError, match="only allowed when LNC is enabled"):
+        run(barrier_at_lnc1, _x(4, 4))
+    with pytest.raises(KernelError, match="one core reached a barrier the other never reached"):
+        run(one_sided, _x(4, 4), lnc=2)
+    with pytest.raises(KernelError, match=r"cores must be the tuple \(0, 1\)"):
+        run(list_of_cores, _x(4, 4), lnc=2)
+    with pytest.raises(UnsupportedError, match="LNC degree 4"):
+        run(_copy_kernel, _x(4, 4), lnc=4)
+
+
+def test_lnc2_cores_must_allocate_the_same_shared_tensors():
+    def kernel(x):
+        out = nl.ndarray((x.shape[0] + nl.program_id(0), x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+        return out
+
+    with pytest.raises(KernelError, match="must allocate the same shared tensors"):
+        run(kernel, _x(4, 4), lnc=2)
+
+
+def test_dge_modes_as_documented():
+    """nki-dge: dge_mode=none cannot address a runtime offset; hwdge is triggered by ScalarE or sync only."""
+    def copy_rows(x, mode, eng):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), dge_mode=mode, engine=eng)
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    x = _x(256, 4)
+    for mode, eng in ((nisa.dge_mode.unknown, nisa.engine.unknown), (nisa.dge_mode.swdge, nisa.engine.unknown),
+                      (nisa.dge_mode.hwdge, nisa.engine.scalar), (nisa.dge_mode.hwdge, nisa.engine.sync)):
+        out, _ = run(copy_rows, x, mode=mode, eng=eng)
+        np.testing.assert_array_equal(out, x)
+    with pytest.raises(LimitError, match="dge_mode=none .* runtime"):
+        run(copy_rows, x, mode=nisa.dge_mode.none, eng=nisa.engine.unknown)
+    with pytest.raises(KernelError, match="only nisa.engine.scalar or nisa.engine.sync"):
+        run(copy_rows, x, mode=nisa.dge_mode.hwdge, eng=nisa.engine.gpsimd)
+
+
+    def static_none(x):  # a static address takes dge_mode=none
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.none)
+        return _store_like(x, t)
+
+    y = _x(8, 8)
+    np.testing.assert_array_equal(run(static_none, y)[0], y)
+
+
+def _store_like(x, t):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_language_reductions_transpose_and_matmul():
+    """nl.sum / nl.max / nl.min over the last free axes, nl.transpose (TensorE into PSUM), nl.matmul with
+    transpose_x=True (x.T @ y into fp32 PSUM); nl.matmul without it is a documented known issue."""
+    def kernel(a, b):
+        ta, tb = nl.load(a), nl.load(b)
+        s, mx, mn = nl.sum(ta, axis=1), nl.max(ta, axis=1, keepdims=True), nl.min(ta, axis=(1,))
+        t = nl.transpose(ta)
+        prod = nl.matmul(ta, tb, transpose_x=True)
+        outs = []
+        for tile in (s, mx, mn, t, prod):
+            sb = nl.ndarray(tile.shape, dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=sb, src=tile)
+            o = nl.ndarray(tile.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+            nl.store(o, sb)
+            outs.append(o)
+        return tuple(outs)
+
+    a, b = _x(64, 32, seed=1), _x(64, 16, seed=2)
+    (s, mx, mn, t, prod), _ = run(kernel, a, b)
+    np.testing.assert_allclose(s[:, 0], a.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(mx[:, 0], a.max(1))
+    np.testing.assert_array_equal(mn[:, 0], a.min(1))
+    np.testing.assert_array_equal(t, a.T)
+    np.testing.assert_allclose(prod, a.T @ b, rtol=1e-5, atol=1e-4)
+
+    def untransposed(a, b):
+        nl.matmul(nl.load(a), nl.load(b))
+        return a
+
+    with pytest.raises(UnsupportedError, match="without transpose_x=True"):
+        run(untransposed, a, b)
+
+
+def test_the_lnc_guide_pattern_runs_at_both_degrees():
+    """The pattern of the LNC guide (nki/get-started/about/lnc.rst), written here: a [2, 128, 128] input, one tile
+    per core when nl.num_programs() is 2, both tiles on one core otherwise; reciprocal on VectorE."""
+    def kernel(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        if nl.num_programs() == 1:
+            mine = range(x.shape[0])
+        else:
+            mine = range(nl.program_id(0), nl.program_id(0) + 1)
+        for i in mine:
+            t = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[i])
+            r = nl.ndarray(x.shape[1:], dtype=x.dtype, buffer=nl.sbuf)
+            nisa.reciprocal(dst=r, data=t)
+            nisa.dma_copy(dst=out[i], src=r)
+        return out
+
+    x = (np.abs(_x(2, 128, 128)) + 0.5).astype(F32)
+    for lnc in (1, 2):
+        out, c = run(kernel, x, lnc=lnc)
+        np.testing.assert_allclose(out, 1 / x, rtol=1e-6)
+        assert c.lnc_conflicts == 0 and c.instructions["vector"] == 2
+
+
+def test_gelu_is_a_scalare_activation():
+    """nl.gelu (exact, erf form) is one of ScalarE's documented activation functions (nki.api.shared)."""
+    def kernel(x):
+        t = nl.load(x)
+        g = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=g, op=nl.gelu, data=t)
+        out = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, g)
+        return out
+
+    x = _x(8, 16)
+    out, c = run(kernel, x)
+    import math
+    want = np.array([[0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in row] for row in x.astype(np.float64)])
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-7)
+    assert c.instructions["scalar"] == 1
+
+
+def test_while_loop_and_registers():
+    """nl.while_loop(init, body): a compiled loop on a register condition (checked before each iteration); registers
+    loaded from memory with nisa.register_load, set with register_move, stored with register_store."""
+    def kernel(x, count):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+        z = nl.zeros((n, d), dtype=x.dtype)
+        nisa.dma_copy(dst=out, src=z)
+        c_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=c_sb, src=count)
+        reg = nisa.register_alloc()
+        nisa.register_load(reg, c_sb)
+        left = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+
+        def body(r):
+            nisa.register_store(left, r)  # rows left, as a runtime offset: copy row left - 1
+            t = nl.ndarray((1, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 1], [1, d]], offset=-d, scalar_offset=left))
+            nisa.dma_copy(dst=out.ap([[d, 1], [1, d]], offset=-d, scalar_offset=left), src=t)
+            nisa.tensor_scalar(dst=left, data=left, op0=nl.subtract, operand0=1.0)
+            nxt = nisa.register_alloc()
+            nisa.register_load(nxt, left)
+            return nxt
+
+        nl.while_loop(reg, body)
+        return out
+
+    x = _x(6, 4)
+    for k in (0, 1, 4):
+        out, c = run(kernel, x, np.array([[k]], np.int32))
+        want = np.zeros_like(x)
+        want[:k] = x[:k]
+        np.testing.assert_array_equal(out, want)
+        assert c.dynamic_loops == 1
+    _, c = run(kernel, x, np.array([[4]], np.int32))
+    assert c.static_instructions["dma"] == 2 + 2 and c.dma_transfers == 2 + 2 * 4  # the body emitted once
+
+
+def test_float_to_int_conversions_are_exact_or_refused():
+    """Engines and DMAs convert through fp32; to an integer dtype only exact values are defined here (the public
+    docs give no rounding or saturation rule): 3.0 -> 3 passes, 3.7 and 3e9 are refused."""
+    def kernel(x):
+        t = nl.load(x)
+        i = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=i, src=t)
+        out = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=i)
+        return out
+
+    out, _ = run(kernel, np.array([[3.0, -2.0]], np.float32))
+    np.testing.assert_array_equal(out, [[3, -2]])
+    for bad in (3.7, 3e9, np.nan):
+        with pytest.raises(UnsupportedError, match="rounding and saturation .* undocumented"):
+            run(kernel, np.array([[bad, 1.0]], np.float32))

@@ -59,8 +59,10 @@ def _unrolled(x):
 
 def _device_loop(x):
     t = nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
-    for _ in nl.dynamic_range(STATIC_INSTRUCTION_LIMIT + 1):
+    def body(i):
         nisa.memset(dst=t, value=0.0)
+
+    nl.fori_loop(0, STATIC_INSTRUCTION_LIMIT + 1, body)
     return x
 
 

@@ -14,7 +14,7 @@ Tolerances (fp32; eps32 = 2^-23 ~ 1.2e-7):
   may differ by a few ulps of the largest term: atol 4 * eps32 * max|ref|, rtol 4 * eps32 (measured: <= 1 ulp of
   max|p|, ~1 ulp of max|m|). Since that hides the update under p's rounding, the update is also checked alone (from
   p = 0) element by element against 8 ulps of its terms (measured <= 3).
-Where the real nki >= 0.3 is installed, the same cases also go through `nki.simulate` and must agree with the
+Where the real nki 0.7 is installed, the same cases also go through `nki.simulate` and must agree with the
 interpreter to the same tolerances (both compute ScalarE's functions exactly; the simulator models only sin's).
 """
 
@@ -231,7 +231,7 @@ SIM_CASES = ([("rmsnorm_fwd", k) for k in RMS_SHAPES] + [("rmsnorm_bwd", k) for 
 
 @pytest.mark.parametrize("kernel,case", SIM_CASES, ids=[f"{k}-{c}" for k, c in SIM_CASES])
 def test_interpreter_agrees_with_nki_simulate(kernel, case, rms, adamw, monkeypatch):
-    """The same cases through the official simulator (only where the real nki >= 0.3 is installed)."""
+    """The same cases through the official simulator (only where the real nki 0.7 is installed)."""
     nki, why = find_real_nki()
     if nki is None:
         pytest.skip(f"nki.simulate comparison not run: {why}")
@@ -252,3 +252,26 @@ def test_interpreter_agrees_with_nki_simulate(kernel, case, rms, adamw, monkeypa
     for got, sim in zip(ours, simulated):
         sim = np.asarray(sim)
         np.testing.assert_allclose(got, sim, rtol=1e-5, atol=1e-5 * np.abs(sim).max())
+
+
+def test_rmsnorm_and_adamw_at_lnc2_give_the_lnc1_result(rms, adamw):
+    """LNC=2: each core takes half of the token tiles (RMSNorm) or of the column chunks (AdamW; the ragged tail on
+    core 1); every output element is computed as at LNC=1, by one core, without a race."""
+    x = np.random.default_rng(0).standard_normal((300, 64)).astype(np.float32)
+    dy = np.random.default_rng(1).standard_normal((300, 64)).astype(np.float32)
+    for kernel, args in ((rms.rmsnorm_fwd, (x,)), (rms.rmsnorm_bwd, (x, dy))):
+        one, _ = run(kernel, *args, eps=1e-6)
+        two, c = run(kernel, *args, eps=1e-6, lnc=2)
+        np.testing.assert_array_equal(one, two)
+        assert c.lnc_conflicts == 0 and all(k.dma_transfers > 0 for k in c.per_core)
+    n = 128 * 2 * adamw.FMAX + 77  # two column chunks and a tail
+    state = [np.random.default_rng(i).standard_normal(n).astype(np.float32) for i in range(4)]
+    state[3] = np.abs(state[3])
+    from frontier.kernels.nki import adamw_step_scalars
+    s = adamw_step_scalars(1e-3, 3, 0.8, 0.95, 0.1)
+    args = (*state, s["step_size"], s["inv_bc2"], s["decay"])
+    one, _ = run(adamw.adamw, *[a.copy() for a in args], beta1=0.8, beta2=0.95, eps=1e-10)
+    two, c = run(adamw.adamw, *[a.copy() for a in args], beta1=0.8, beta2=0.95, eps=1e-10, lnc=2)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    assert c.lnc_conflicts == 0 and all(k.dma_transfers > 3 for k in c.per_core)

@@ -1,5 +1,6 @@
 """The `nki` implementation of the fused ops: the NKI kernels of `frontier.kernels.nki`, compiled by the real `nki`
-and run on a NeuronCore through native TorchNeuron (torch-neuronx >= 2.13, device "neuron").
+and run on a NeuronCore through native TorchNeuron (device "neuron"), as the one supported toolchain
+(`frontier.kernels.toolchain`: Neuron SDK 2.33, NKI 0.7) provides them.
 
 Registration. torch-neuronx's `nki_op(name, mutates_args=...)` builds a `torch.library.custom_op` whose schema is
 inferred from the decorated function's signature (`torch.library.infer_schema`), which refuses `*args` / `**kwargs`
@@ -11,7 +12,7 @@ is one node of the graph. The `frontier::` ops call these through `NeuronKernels
 
 The toolchain is found lazily and by what it offers, never by an import that succeeds (PyPI holds empty
 placeholders named torch-neuronx and nki): `find_toolchain` wants `torch_neuronx.nki_op` callable and the real
-`nki` (`jit`, `simulate`, version >= 0.3; `interpreter.find_real_nki`), and says which is missing. Nothing here is
+`nki` (`jit`, `simulate`, NKI 0.7 exactly; `interpreter.find_real_nki`), and says which is missing. Nothing here is
 imported before a run asks for `--kernels nki`, and `frontier.kernels.check` has by then refused a machine without
 them; any failure below raises (there is no fallback).
 
@@ -32,6 +33,7 @@ from typing import Callable
 import torch
 
 from .nki import adamw_step_scalars, bias_grads, dense_bias
+from .toolchain import LNC, NAME
 
 NAMESPACE = "frontier_nki"
 
@@ -39,11 +41,13 @@ NAMESPACE = "frontier_nki"
 @dataclass(frozen=True)
 class Toolchain:
     """What registers and runs the kernels: `nki_op(name, mutates_args=...)`, a decorator over a typed function as
-    torch-neuronx's, and `kernel(module, name)`, the `@nki.jit` kernel `name` of `frontier.kernels.nki.<module>`."""
+    torch-neuronx's, `kernel(module, name)`, the `@nki.jit` kernel `name` of `frontier.kernels.nki.<module>`, and the
+    Logical NeuronCore degree `lnc` every kernel is launched at (`kernel[lnc](...)`; toolchain.LNC on a Trn2)."""
 
     nki_op: Callable
     kernel: Callable
     name: str
+    lnc: int = LNC
 
 
 def _real_kernel(module: str, name: str):
@@ -51,19 +55,19 @@ def _real_kernel(module: str, name: str):
 
 
 def find_toolchain() -> tuple[Toolchain | None, str]:
-    """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki >= 0.3 is installed, else
-    (None, why not)."""
+    """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki of the supported version is
+    installed, else (None, why not)."""
     try:
         tnx = importlib.import_module("torch_neuronx")
     except ModuleNotFoundError as e:
         if e.name != "torch_neuronx":
             return None, f"`import torch_neuronx` failed: {e!r}"
-        return None, "torch-neuronx is not installed (it comes from AWS's Neuron pip index)"
+        return None, f"torch-neuronx is not installed (install {NAME} from AWS's Neuron pip index)"
     except Exception as e:  # a broken install is "not available", with the reason
         return None, f"`import torch_neuronx` failed: {e!r}"
     if not callable(getattr(tnx, "nki_op", None)):
-        return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour "
-                      "< 2.13): native TorchNeuron >= 2.13 registers NKI kernels with it")
+        return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour): "
+                      f"the kernels register with the nki_op of {NAME}")
     from .interpreter import find_real_nki
 
     nki, why = find_real_nki()
@@ -81,11 +85,12 @@ def _f32(t: Tensor, *shape) -> Tensor:
     return t.new_empty(shape, dtype=torch.float32)
 
 
-def entry_points(kernel: Callable) -> dict[str, tuple[Callable, Callable]]:
-    """kernel name -> (typed wrapper, fake), the wrapper calling kernel(module, name) (a jitted kernel)."""
+def entry_points(kernel: Callable, lnc: int = LNC) -> dict[str, tuple[Callable, Callable]]:
+    """kernel name -> (typed wrapper, fake), the wrapper launching kernel(module, name) (a jitted kernel) at the LNC
+    degree `lnc`: `kernel[lnc](...)`, the explicit launch degree, so that it matches neuronx-cc's (NCC_EVRF066)."""
 
     def k(module, name):
-        return kernel(module, name)
+        return kernel(module, name)[lnc]
 
     def rmsnorm_fwd(x: Tensor, eps: float) -> Tensor:
         return k("rmsnorm", "rmsnorm_fwd")(x, eps=eps)
@@ -156,7 +161,7 @@ def register(toolchain: Toolchain, namespace: str = NAMESPACE) -> dict[str, Call
     """Every entry point registered with the toolchain's nki_op as `<namespace>::<kernel>` (with its fake when the
     op offers register_fake, as a torch.library custom op does)."""
     ops = {}
-    for name, (wrapper, fake) in entry_points(toolchain.kernel).items():
+    for name, (wrapper, fake) in entry_points(toolchain.kernel, toolchain.lnc).items():
         op = toolchain.nki_op(f"{namespace}::{name}", mutates_args={})(wrapper)
         if hasattr(op, "register_fake"):
             op.register_fake(fake)
@@ -165,7 +170,12 @@ def register(toolchain: Toolchain, namespace: str = NAMESPACE) -> dict[str, Call
 
 
 class NeuronKernels:
-    """The fused ops' `nki` implementation (the functions `ops.backend("nki")` calls) over registered ops."""
+    """The fused ops' `nki` implementation (the functions `ops.backend("nki")` calls) over registered ops.
+
+    Output dtypes are the `frontier::` ops' (their fakes in ops.py, the reference's): the matmul kernels write fp32
+    (PSUM accumulates in fp32), and under bf16 autocast, where their inputs are bf16, the MLP's output and gradients
+    and the head's gradients are cast back to their inputs' dtypes here (what nn.Linear under autocast returns), so a
+    traced graph's fake tensors and the tensors that run agree."""
 
     def __init__(self, toolchain: Toolchain, namespace: str = NAMESPACE):
         self.toolchain = toolchain
@@ -178,7 +188,7 @@ class NeuronKernels:
     def rmsnorm_bwd(self, x, dy, eps):
         eps = torch.finfo(x.dtype).eps if eps is None else eps
         d = x.size(-1)
-        return self.ops["rmsnorm_bwd"](x.reshape(-1, d), dy.reshape(-1, d), float(eps)).view(x.shape)
+        return self.ops["rmsnorm_bwd"](x.reshape(-1, d), dy.reshape(-1, d), float(eps)).view(x.shape).to(x.dtype)
 
     def _rope(self, kernel, x, cos, sin):
         B, T, H, hd = x.shape
@@ -192,11 +202,11 @@ class NeuronKernels:
 
     def relu2_mlp_fwd(self, x, w1, w2):
         y = self.ops["mlp_fwd"](x.reshape(-1, x.size(-1)), w1, w2)
-        return y.view(*x.shape[:-1], w2.size(0)), x.new_empty((0,))
+        return y.view(*x.shape[:-1], w2.size(0)).to(x.dtype), x.new_empty((0,))
 
     def relu2_mlp_bwd(self, x, w1, w2, dy, saved):
         dx, dw1, dw2 = self.ops["mlp_bwd"](x.reshape(-1, x.size(-1)), w1, w2, dy.reshape(-1, dy.size(-1)))
-        return dx.view(x.shape), dw1, dw2
+        return dx.view(x.shape).to(x.dtype), dw1.to(w1.dtype), dw2.to(w2.dtype)
 
     def head_ce_fwd(self, h, w, targets, cap, bias):
         z = dense_bias(h, w, bias)
@@ -210,16 +220,16 @@ class NeuronKernels:
         t = targets.to(torch.int32)
         if z is None:
             dh, dw = self.ops["head_ce_bwd"](h, w, t, lse, dloss, float(cap))
-            return dh, dw, None, None
+            return dh.to(h.dtype), dw.to(w.dtype), None, None
         dh, dw, dz = self.ops["head_ce_bias_bwd"](h, w, t, z, lse, dloss, float(cap))
-        return (dh, dw, *bias_grads(dz, bias))
+        return (dh.to(h.dtype), dw.to(w.dtype), *bias_grads(dz, bias))
 
     def newton_schulz(self, g, steps):
         flat = g.reshape(-1, *g.shape[-2:])
         out = []
         for m in flat:
             out.append(self.ops["newton_schulz"](m.contiguous(), int(steps)))
-        return torch.stack(out).view(g.shape)
+        return torch.stack(out).view(g.shape).to(g.dtype)
 
     def adamw_step(self, param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, step):
         s = {k: torch.from_numpy(v).to(param.device)

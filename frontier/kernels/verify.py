@@ -36,6 +36,7 @@ from ..config import RunConfig
 from . import reference
 from .interpreter import STATIC_INSTRUCTION_LIMIT, load, run, trace, violations
 from .nki import adamw_step_scalars
+from .toolchain import LNC
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32
@@ -117,19 +118,20 @@ def inventory(cfg: RunConfig, rows: int) -> dict:
                "matmul_dtype": matmul_dtype(name), "language_ok": not found,
                "language_violations": [str(v) for v in found]}
         if not found:
-            c = trace(k, *specs, **consts)
+            c = trace(k, *specs, lnc=LNC, **consts)  # as launched on a Trn2: the larger core's program
             row.update(instructions=c.static_total, within_limit=c.static_total <= STATIC_INSTRUCTION_LIMIT,
                        instructions_by_engine=dict(c.static_instructions), dynamic_loops=c.dynamic_loops,
                        peak_sbuf_bytes=c.peak_sbuf_bytes, peak_psum_banks=c.peak_psum_banks)
         out.append(row)
-    return {"shapes": _shapes(cfg, rows), "instruction_limit": STATIC_INSTRUCTION_LIMIT, "kernels": out}
+    return {"shapes": _shapes(cfg, rows), "instruction_limit": STATIC_INSTRUCTION_LIMIT, "lnc": LNC, "kernels": out}
 
 
 def format_inventory(inv: dict) -> str:
     s = inv["shapes"]
     lines = [f"NKI kernels at these shapes (per worker: {s['rows']} rows of {s['seq_len']:,} tokens = {s['tokens']:,}; "
              f"width {s['width']}, MLP {s['mlp']}, vocabulary {s['vocab']:,}); instructions emitted per call against "
-             f"a budget of {inv['instruction_limit']:,} (our limit: the compiler's, EBVF030, is undocumented)",
+             f"a budget of {inv['instruction_limit']:,} (our limit: the compiler's, EBVF030, is undocumented), per "
+             f"physical core at LNC={inv['lnc']}",
              f"  {'kernel':<17}{'call':<28}{'instructions':>13}{'loops':>7}{'SBUF KiB':>10}{'PSUM':>6}  "
              f"{'matmul':<10}language"]
     for r in inv["kernels"]:

@@ -30,7 +30,7 @@ from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import (ACTIVATION_RANGES, EXACT_ACTIVATIONS, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX,
                      PSUM_BANK_BYTES, TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
 from .ops import OPS, Op
-from .tensor import BY_MATMUL, BY_OTHER, NEVER, Tensor, is_float
+from .tensor import BY_MATMUL, BY_OTHER, NEVER, MemoryRegion, Register, Tensor, is_float
 
 f32 = np.float32
 
@@ -65,9 +65,9 @@ class oob_mode(Enum):
     skip = 1
 
 
-class matmul_perf_mode(Enum):
-    none = 0
-    double_row = 1
+class matmul_perf_mode(Enum):  # string values, as nki.isa.matmul_perf_mode's
+    none = "none"
+    double_row = "double_row"
 
 
 _RC = reduce_cmd  # `reduce_cmd` and `engine` are also parameter names below
@@ -153,9 +153,24 @@ def _mark(dst: Tensor, how: int = BY_OTHER) -> None:
 
 def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
     values = np.asarray(values, dtype=f32).reshape(dst.shape)
+    if not is_float(dst.dtype):
+        _exact_integers(values, dst.dtype)
     with np.errstate(invalid="ignore"):
         dst._np[...] = values.astype(dst.dtype)
     _mark(dst, how)
+
+
+def _exact_integers(values: np.ndarray, dtype) -> None:
+    """An fp32 -> integer conversion is defined here only where it is exact: how the engines round a fraction and
+    what they do past the integer range is not in the public docs (nki.api.shared, type casting), so a value that
+    is not an integer inside dtype's range is refused rather than given NumPy's truncation and wrap-around."""
+    info = np.iinfo(dtype)
+    bad = ~np.isfinite(values) | (values != np.round(values)) | (values < info.min) | (values > info.max)
+    if bad.any():
+        v = values[bad].reshape(-1)[0]
+        raise UnsupportedError(f"converting {v!r} to {np.dtype(dtype)}: the hardware's rounding and saturation of a "
+                               "non-integral or out-of-range value are undocumented; keep it a float or round it "
+                               "exactly first")
 
 
 def _count(engine_name: str, data: Tensor) -> None:
@@ -187,8 +202,21 @@ def _engine(requested, allowed: tuple[str, ...], default: str, op: str) -> str:
 
 def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown,
              name=None):
-    """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ."""
-    _dma(dst, src, "nisa.dma_copy")
+    """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ.
+
+    DGE modes (nki/deep-dives/nki-dge.rst): `none` (descriptors precomputed on the host) cannot address a runtime
+    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block."""
+    op = "nisa.dma_copy"
+    if not isinstance(dge_mode, globals()["dge_mode"]):
+        raise KernelError(f"{op}: dge_mode must be a nisa.dge_mode, got {dge_mode!r}")
+    dynamic = any(isinstance(t, Tensor) and t.dynamic for t in (dst, src))
+    if dge_mode is globals()["dge_mode"].none and dynamic:
+        raise LimitError(f"{op}: dge_mode=none precomputes descriptors on the host and cannot handle a runtime "
+                         "(scalar_offset) address: use the default, hwdge or swdge")
+    if dge_mode is globals()["dge_mode"].hwdge and engine not in (_ENG.unknown, _ENG.scalar, _ENG.sync):
+        raise KernelError(f"{op}: with dge_mode=hwdge only nisa.engine.scalar or nisa.engine.sync may trigger the "
+                          f"DMA, got {engine}")
+    _dma(dst, src, op)
 
 
 def _dma(dst, src, op: str) -> None:
@@ -205,13 +233,77 @@ def _dma(dst, src, op: str) -> None:
         pass
     elif src.dtype == dst.dtype:
         dst._np[...] = src._np.reshape(dst.shape)
-    elif not is_float(src.dtype) and not is_float(dst.dtype):
-        dst._np[...] = src._np.reshape(dst.shape).astype(dst.dtype)
-    else:
+    else:  # src -> fp32 -> dst (nki.isa.dma_copy), integers included
         _write(dst, src.read())
     if not dst.on_chip:
         dst.storage.dma_written = True
+        m.hbm_access(dst, write=True)
+    if not src.on_chip:
+        m.hbm_access(src, write=False)
     m.counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip, m.emitting)
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
+    """Both physical cores of an LNC=2 kernel wait here for each other; HBM written before it is seen after it
+    (lnc.py). `data` is the shared HBM tensor synchronised on; only cores=(0, 1) exists (nki.isa.core_barrier)."""
+    op = "nisa.core_barrier"
+    m = machine.current()
+    if m.group is None:
+        raise KernelError(f"{op} is only allowed when LNC is enabled (a kernel launched at LNC=2)")
+    if tuple(cores) != (0, 1) or isinstance(cores, list):
+        raise KernelError(f"{op}: cores must be the tuple (0, 1), got {cores!r}")
+    if not isinstance(data, Tensor) or (data.buffer is not MemoryRegion.shared_hbm and not data.storage.input):
+        raise KernelError(f"{op}: data must be a tensor in shared HBM, got {data!r}")
+    m.count(_engine(engine, ("gpsimd", "vector", "scalar", "tensor"), "gpsimd", op), 0, 0)
+    m.group.barrier(m.core)
+
+
+# ------------------------------------------------------------------------------------- virtual registers (32-bit)
+def _int32(v: int, op: str) -> int:
+    if not -2**31 <= int(v) < 2**31:
+        raise KernelError(f"{op}: {v} does not fit a 32-bit register")
+    return int(v)
+
+
+def _scalar_tensor(t, op: str, role: str) -> Tensor:
+    if not isinstance(t, Tensor) or t.size != 1 or t.is_psum:
+        raise KernelError(f"{op}: {role} must be a one-element tensor in HBM or SBUF, got {t!r}")
+    return t
+
+
+def register_alloc(x=None):
+    """A new virtual register, set to the compile-time int x (0 when None)."""
+    return Register(_int32(0 if x is None else x, "nisa.register_alloc"))
+
+
+def register_move(dst, src):
+    """dst = src, a compile-time int or another register."""
+    if not isinstance(dst, Register):
+        raise KernelError(f"nisa.register_move: dst must be a register, got {type(dst).__name__}")
+    dst._value = src._runtime_value() if isinstance(src, Register) else _int32(src, "nisa.register_move")
+
+
+def register_load(dst, src):
+    """dst = the one value of src (HBM or SBUF), as a 32-bit integer."""
+    op = "nisa.register_load"
+    if not isinstance(dst, Register):
+        raise KernelError(f"{op}: dst must be a register, got {type(dst).__name__}")
+    src = _scalar_tensor(src, op, "src")
+    if not _tracing():
+        dst._value = _int32(int(src._np.reshape(-1)[0]), op)
+
+
+def register_store(dst, src):
+    """dst (one element, HBM or SBUF) = the register's value."""
+    op = "nisa.register_store"
+    dst = _scalar_tensor(dst, op, "dst")
+    if not isinstance(src, Register):
+        raise KernelError(f"{op}: src must be a register, got {type(src).__name__}")
+    if not _tracing():
+        dst._np[...] = np.asarray(src._runtime_value()).astype(dst.dtype)
+        _mark(dst)
+        if not dst.on_chip:
+            dst.storage.dma_written = True
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
@@ -258,7 +350,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     undefined on Trn2) is refused.
     """
     op = "nisa.nc_matmul"
-    if tile_position or tile_size or is_transpose or perf_mode not in (None, matmul_perf_mode.none):
+    if perf_mode not in (None, "none", "double_row") and not isinstance(perf_mode, matmul_perf_mode):
+        raise KernelError(f"{op}: perf_mode must be a nisa.matmul_perf_mode ('none' or 'double_row'), got "
+                          f"{perf_mode!r}")
+    if tile_position or tile_size or is_transpose or perf_mode not in (None, "none", matmul_perf_mode.none):
         raise UnsupportedError(f"{op}: tiling mode, transpose mode and perf modes are not in the interpreted subset")
     _tile(stationary, "stationary", op, psum=False)
     _tile(moving, "moving", op, psum=False)
@@ -299,13 +394,18 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if _tracing():
         _mark(dst, BY_MATMUL)
     else:
-        # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM)
-        product = (torch.from_numpy(stationary.read().reshape(k, m)).T
-                   @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
+        # bf16/fp16 inputs widen exactly to fp32; their products are exact in fp32 and accumulate in fp32 (PSUM);
+        # the caller's autocast (a kernel run inside a bf16 region) must not reach this fp32 product
+        with torch.autocast("cpu", enabled=False):
+            product = (torch.from_numpy(stationary.read().reshape(k, m)).T
+                       @ torch.from_numpy(moving.read().reshape(k, n))).numpy()
         if accumulate:
             product = dst.read().reshape(m, n) + product
         _write(dst, product, BY_MATMUL)
     mach = machine.current()
+    # two TensorE instructions per nc_matmul (NeuronCore architecture guide): LoadStationary streams the stationary
+    # tile [K, M] in, MultiplyMoving streams the moving tile [K, N] past it into PSUM
+    mach.count("tensor", stationary.size, m)
     mach.count("tensor", moving.size, n)
     mach.counts.matmul_flops += 2 * k * m * n
 
@@ -592,7 +692,14 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     if _tracing():
         _mark(dst)
         return
-    _write(dst, values.astype(f32))
+    # computed in 32-bit integer arithmetic, then cast to dst's dtype (nki.isa.iota): an integer dst is exact
+    values = values.astype(np.int64)
+    values = ((values + 2**31) % 2**32 - 2**31).astype(np.int32)
+    if is_float(dst.dtype):
+        _write(dst, values.astype(f32))
+    else:
+        dst._np[...] = values.reshape(dst.shape).astype(dst.dtype)
+        _mark(dst)
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=None, offset=0,

@@ -2,17 +2,20 @@
 
 Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buffers (sbuf, psum, hbm = private_hbm,
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
-affine_range / sequential_range / static_range (= range: unrolled), dynamic_range and fori_loop (device loops, below),
+affine_range / sequential_range / static_range (= range: unrolled), fori_loop (compiled loops, below),
 the operators of ops.py, called as values for `op=` or as elementwise functions. The elementwise calls take tiles of
 one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
 refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
 "nl.power(tile, scalar) is not supported").
 
-Device loops (nki/deep-dives/nki-dynamic-loops.rst, nki/migration 0.6): `for i in nl.dynamic_range(start, stop,
-step)` and `nl.fori_loop(lower, upper, body, step=1)` are not unrolled: the compiler emits their body once, and the
-hardware repeats it. Their variable is a device register (`Register`): no Python arithmetic, comparison or truth value
-on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`. The interpreter runs the body once per
-iteration, counting its instructions as emitted only in the first (counts.py); in trace mode it runs the body once.
+Compiled loops (NKI 0.7: nki/deep-dives/nki-loops.rst, nki.language.fori_loop): `nl.fori_loop(lower, upper,
+body, step=1)` is not unrolled: the compiler emits its body once, and the hardware repeats it. The body receives the
+loop variable, a device value (`Register`, NKI's NkiScalar / VirtualRegister): no Python arithmetic, comparison or
+truth value on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`; it returns nothing (loop state
+lives in SBUF/HBM), and the bounds must fit 32 bits. The interpreter runs the body once per iteration, counting its
+instructions as emitted only in the first (counts.py); in trace mode it runs the body once. `nl.dynamic_range`,
+deprecated in NKI 0.6, was removed in 0.7 (the 0.6 -> 0.7 migration guide): calling it raises, naming fori_loop.
+`affine_range` / `sequential_range` / `static_range` are Python's `range` in 0.7 (deprecated aliases): unrolled.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
 from .ops import Op, make_ops
-from .tensor import DynSlice, MemoryRegion, Tensor
+from .tensor import DynSlice, MemoryRegion, Register, Tensor
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
 float32 = np.dtype(np.float32)
@@ -58,6 +61,10 @@ class _TileSize:
 
 
 tile_size = _TileSize()
+
+class NKIObject:
+    """The base of user-defined classes in kernel code (NKI language guide, class support; subset.py checks it)."""
+
 
 class LanguageOp(Op):
     """An operator as `nki.language` exposes it: a value for the `op=` fields of `nki.isa`, and callable as the
@@ -127,32 +134,6 @@ def affine_range(start, stop=None, step=1):
 sequential_range = static_range = affine_range
 
 
-class Register:
-    """A device register: the variable of a dynamic loop. Its value exists only at run time on the device, so the
-    kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: int):
-        self._value = int(value)
-
-    def _runtime_value(self) -> int:
-        return self._value
-
-    def _refuse(self, *args):
-        raise KernelError("a dynamic loop's variable is a device register, not a Python int: no arithmetic, "
-                          "comparison, truth value or indexing with it at specialization time; read it as a runtime "
-                          "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
-    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = _refuse
-    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = __float__ = _refuse
-    __hash__ = None
-
-    def __repr__(self) -> str:
-        return "<Register (a dynamic loop variable)>"
-
-
 def _bound(v, what: str) -> int:
     if isinstance(v, Register):
         return v._value
@@ -186,20 +167,64 @@ def _loop_range(start, stop, step, what: str) -> range:
     return range(_bound(start, f"{what} start"), _bound(stop, f"{what} stop"), int(step))
 
 
-def dynamic_range(start, stop=None, step=1):
-    """A device loop over range(start, stop, step): the body is emitted once (module docstring)."""
-    if stop is None:
-        start, stop = 0, start
-    return _device_loop(_loop_range(start, stop, step, "nl.dynamic_range"))
+def program_id(axis=0):
+    """This physical core's index in an LNC=2 launch (0 or 1), 0 at LNC=1: a compile-time int (lnc.py)."""
+    if axis != 0:
+        raise KernelError(f"nl.program_id({axis}): an LNC launch has one axis (0)")
+    return machine.current().core
 
 
-def fori_loop(lower, upper, body, step=1):
-    """nl.fori_loop (NKI 0.6): body(i) for i in range(lower, upper, step) as a device loop; body returns nothing."""
-    if not callable(body):
-        raise KernelError(f"nl.fori_loop: body must be a function of the loop variable, got {type(body).__name__}")
-    for i in _device_loop(_loop_range(lower, upper, step, "nl.fori_loop")):
-        if body(i) is not None:
+def num_programs(axes=0):
+    """The launch's LNC degree (1 or 2): how many physical cores run this kernel."""
+    if axes not in (0, None):
+        raise KernelError(f"nl.num_programs({axes}): an LNC launch has one axis (0)")
+    return machine.current().lnc
+
+
+def program_ndim():
+    return 1 if machine.current().lnc > 1 else 0
+
+
+INT32 = (-2**31, 2**31 - 1)
+
+
+def fori_loop(lower, upper, body_fun, step=1):
+    """nl.fori_loop: body_fun(i) for i in range(lower, upper, step) as a compiled loop; body_fun returns nothing."""
+    if not callable(body_fun):
+        raise KernelError(f"nl.fori_loop: body_fun must be a function of the loop variable, got "
+                          f"{type(body_fun).__name__}")
+    values = _loop_range(lower, upper, step, "nl.fori_loop")
+    for v in (values.start, values.stop):
+        if not INT32[0] <= v <= INT32[1]:
+            raise KernelError(f"nl.fori_loop: bound {v} does not fit 32 bits (the loop's compare-and-branch has no "
+                              "64-bit form)")
+    for i in _device_loop(values):
+        if body_fun(i) is not None:
             raise KernelError("nl.fori_loop: the body function cannot return a value (keep loop state in SBUF/HBM)")
+
+
+def while_loop(init, body_fun):
+    """nl.while_loop: while the register's value is nonzero, r = body_fun(r) (a register), as a compiled loop: the
+    body is emitted once and checked before each iteration (the loop may not run at all)."""
+    if not isinstance(init, Register):
+        raise KernelError(f"nl.while_loop: init must be a register (nisa.register_alloc), got {type(init).__name__}")
+    if not callable(body_fun):
+        raise KernelError("nl.while_loop: body_fun must be a function of the condition register")
+    m = machine.current()
+    if m.emitting:
+        m.counts.dynamic_loops += 1
+    r, k = init, 0
+    try:
+        while m.trace and k == 0 or not m.trace and r._runtime_value() != 0:
+            if k == 1:
+                m.replay += 1
+            r = body_fun(Register(r._runtime_value()))
+            if not isinstance(r, Register):
+                raise KernelError("nl.while_loop: body_fun must return the next condition register")
+            k += 1
+    finally:
+        if k > 1:
+            m.replay -= 1
 
 
 def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
@@ -231,7 +256,63 @@ def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     return out
 
 
+def _reduce(op_name: str, x, axis, dtype, keepdims):
+    """nl.sum / nl.max / nl.min: a VectorE reduction over the last contiguous free axes into a new SBUF tile (on-chip
+    tiles stay 2-D: reducing every free axis keeps a size-1 one)."""
+    if not isinstance(x, Tensor):
+        raise KernelError(f"nl.{op_name}: x must be a tile, got {type(x).__name__}")
+    axes = sorted({a % x.ndim for a in ((axis,) if isinstance(axis, int) else tuple(axis))})
+    shape = [1 if i in axes else n for i, n in enumerate(x.shape)] if keepdims else \
+        [n for i, n in enumerate(x.shape) if i not in axes]
+    if len(shape) < 2:
+        shape = shape + [1]
+    out = ndarray(tuple(shape), dtype or x.dtype, sbuf)
+    isa.tensor_reduce(out, globals()[{"sum": "add", "max": "maximum", "min": "minimum"}[op_name]], x, axis,
+                      keepdims=keepdims)
+    return out
+
+
+def sum(x, axis, dtype=None, keepdims=False):  # noqa: A001  (nl.sum)
+    return _reduce("sum", x, axis, dtype, keepdims)
+
+
+def max(x, axis, dtype=None, keepdims=False):  # noqa: A001
+    return _reduce("max", x, axis, dtype, keepdims)
+
+
+def min(x, axis, dtype=None, keepdims=False):  # noqa: A001
+    return _reduce("min", x, axis, dtype, keepdims)
+
+
+def transpose(x, dtype=None):
+    """nl.transpose: a 2-D tile with partitions and free dim swapped, on TensorE into PSUM."""
+    if not isinstance(x, Tensor) or x.ndim != 2:
+        raise KernelError(f"nl.transpose takes a 2-D tile, got {x!r}")
+    out = ndarray((x.shape[1], x.shape[0]), dtype or x.dtype, psum)
+    isa.nc_transpose(out, x, engine=isa.engine.tensor)
+    return out
+
+
+def matmul(x, y, transpose_x=False):
+    """nl.matmul(x, y, transpose_x=True): x.T @ y into a new fp32 PSUM tile (one nc_matmul, x stationary). Without
+    transpose_x it fails on the hardware (a known issue carried from NKI 0.4): refused."""
+    if not transpose_x:
+        raise UnsupportedError("nl.matmul(x, y) without transpose_x=True is not supported (NKI known issue): "
+                               "arrange x as [K, M] and pass transpose_x=True")
+    out = ndarray((x.shape[1], y.shape[1]), float32, psum)
+    isa.nc_matmul(out, x, y)
+    return out
+
+
+REMOVED = {
+    "dynamic_range": "nl.dynamic_range was removed in NKI 0.7 (Neuron SDK 2.33; deprecated in 0.6): write the loop as "
+                     "nl.fori_loop(lower, upper, body, step=step), body(i) using i as a runtime offset",
+}
+
+
 def __getattr__(name: str):
     if name.startswith("__"):
         raise AttributeError(name)
+    if name in REMOVED:
+        raise NotInSubsetError(REMOVED[name])
     raise NotInSubsetError(f"nki.language.{name} is not in the interpreted subset")

@@ -12,7 +12,7 @@ stand-in for torch-neuronx's does), while `nki.language` and `nki.isa` stay the 
 `run` checks the kernel's source against the documented NKI language first (`subset.check_kernel`: the kernel and
 every helper it calls), then runs it on copies of the input arrays. As in the official simulator, an input the kernel
 wrote into (by DMA) is copied back into the caller's array, and a kernel may return an input it wrote.
-`trace` specializes a kernel on shapes alone and returns its Counts (machine.py: nothing computed, a dynamic loop's
+`trace` specializes a kernel on shapes alone and returns its Counts (machine.py: nothing computed, a compiled loop's
 body run once): the static instruction count at full size, fast.
 """
 
@@ -29,6 +29,7 @@ import numpy as np
 from . import isa, language
 from .counts import Counts
 from .errors import KernelError, UnsupportedError
+from .lnc import Group
 from .machine import Machine
 from .subset import check_kernel
 from .tensor import MemoryRegion, Tensor
@@ -46,9 +47,20 @@ class Kernel:
                           "frontier.kernels.interpreter.run(kernel, *arrays, **scalars)")
 
     def __getitem__(self, lnc):
-        if lnc != 1:
-            raise UnsupportedError("only LNC=1 (one NeuronCore per kernel) is interpreted")
-        return self
+        """`kernel[lnc]`: the launch at an LNC degree (1 or 2), to give to `run` / `trace`."""
+        return Launch(self, lnc)
+
+
+class Launch:
+    """A kernel at an explicit LNC degree (`kernel[2]`): `run(kernel[2], ...)` runs both physical cores."""
+
+    def __init__(self, kernel: Kernel, lnc):
+        if isinstance(lnc, bool) or lnc not in (1, 2):
+            raise UnsupportedError(f"LNC degree {lnc!r}: the Neuron SDK supports 1 or 2")
+        self.kernel, self.lnc = kernel, int(lnc)
+
+    def __call__(self, *args, **kwargs):
+        return self.kernel(*args, **kwargs)
 
 
 def jit(fn=None, **kwargs):
@@ -96,6 +108,7 @@ def load(target: str | Path, nki: types.ModuleType | None = None) -> types.Modul
 
 
 def _function(kernel):
+    kernel = kernel.kernel if isinstance(kernel, Launch) else kernel
     fn = kernel.fn if isinstance(kernel, Kernel) else getattr(kernel, "__wrapped__", kernel)
     if not callable(fn):
         raise TypeError(f"not a kernel: {kernel!r}")
@@ -108,19 +121,34 @@ def _check_arguments(fn, scalars: dict) -> None:
             raise KernelError(f"{fn.__name__}({k}=...): a list is not a kernel argument (NKI 0.3: pass a tuple)")
 
 
-def run(kernel, *arrays: np.ndarray, **scalars) -> tuple[object, Counts]:
-    """Run one kernel call on NumPy arrays (each an HBM input) with compile-time `scalars`.
+def _degree(kernel, lnc) -> int:
+    if isinstance(kernel, Launch):
+        if lnc is not None and lnc != kernel.lnc:
+            raise KernelError(f"run({kernel.kernel.fn.__name__}[{kernel.lnc}], lnc={lnc}): two LNC degrees")
+        return kernel.lnc
+    lnc = 1 if lnc is None else lnc
+    if isinstance(lnc, bool) or lnc not in (1, 2):
+        raise UnsupportedError(f"LNC degree {lnc!r}: the Neuron SDK supports 1 or 2")
+    return lnc
+
+
+def run(kernel, *arrays: np.ndarray, lnc: int | None = None, **scalars) -> tuple[object, Counts]:
+    """Run one kernel call on NumPy arrays (each an HBM input) with compile-time `scalars`, at LNC degree `lnc`
+    (1, or 2: both physical cores of a logical core sharing HBM, lnc.py; `kernel[2]` says the same).
 
     Returns (outputs, counts): outputs mirror what the kernel returns (one array, or a tuple of arrays), each a copy
     of an `nl.ndarray(..., buffer=nl.shared_hbm)` the kernel allocated and filled, or of an input it wrote. Inputs the
-    kernel wrote into are updated in the caller's arrays."""
+    kernel wrote into are updated in the caller's arrays. At LNC=2 the counts are both cores' (`Counts.combine`)."""
     fn = _function(kernel)
+    degree = _degree(kernel, lnc)
     check_kernel(fn)
     _check_arguments(fn, scalars)
     for i, a in enumerate(arrays):
         if not isinstance(a, np.ndarray):
             raise TypeError(f"argument {i} must be a NumPy array (compile-time values go in as keywords), "
                             f"got {type(a).__name__}")
+    if degree > 1:
+        return _run_cores(fn, arrays, scalars, degree, trace=False)
     with Machine() as m:
         args = [m.hbm_input(a, f"arg{i}") for i, a in enumerate(arrays)]
         result = fn(*args, **scalars)
@@ -132,21 +160,59 @@ def run(kernel, *arrays: np.ndarray, **scalars) -> tuple[object, Counts]:
     return outputs, m.counts
 
 
-def trace(kernel, *inputs, **scalars) -> Counts:
+def trace(kernel, *inputs, lnc: int | None = None, **scalars) -> Counts:
     """Specialize one kernel call on its inputs' shapes and dtypes alone (arrays, or (shape, dtype) pairs) and return
     what it counted: instructions emitted and executed-once, memory peaks, with every shape and memory check run."""
     fn = _function(kernel)
+    degree = _degree(kernel, lnc)
     check_kernel(fn)
     _check_arguments(fn, scalars)
+    arrays = []
+    for a in inputs:
+        shape, dtype = (a.shape, a.dtype) if isinstance(a, np.ndarray) else a
+        arrays.append(np.empty(shape, dtype))
+    if degree > 1:
+        return _run_cores(fn, arrays, scalars, degree, trace=True)[1]
     with Machine(trace=True) as m:
-        args = []
-        for i, a in enumerate(inputs):
-            shape, dtype = (a.shape, a.dtype) if isinstance(a, np.ndarray) else a
-            args.append(m.hbm_input(np.empty(shape, dtype), f"arg{i}"))
+        args = [m.hbm_input(a, f"arg{i}") for i, a in enumerate(arrays)]
         result = fn(*args, **scalars)
         _outputs(result, copy=False)
         del args, result
     return m.counts
+
+
+def _run_cores(fn, arrays, scalars, degree: int, trace: bool):
+    """One call on `degree` physical cores sharing HBM (lnc.py): (outputs, combined counts)."""
+    group = Group(degree, trace)
+    machines = [Machine(trace=trace, core=c, group=group) for c in range(degree)]
+    inputs = [machines[0].hbm_input(a, f"arg{i}") for i, a in enumerate(arrays)]
+
+    def body(m):
+        def program():
+            with m:
+                return fn(*[Tensor.whole(t.storage) for t in inputs], **scalars)
+        return program
+
+    results = group.run([body(m) for m in machines])
+    first = _storages(results[0])
+    for c, r in enumerate(results[1:], 1):
+        if _storages(r) != first:
+            raise KernelError(f"{fn.__name__}: core {c} returns other tensors than core 0 (at LNC=2 both cores' "
+                              "programs return the same shared outputs)")
+    outputs = _outputs(results[0], copy=not trace)
+    if not trace:
+        for a, t in zip(arrays, inputs):
+            if t.storage.dma_written:
+                np.copyto(a, t.storage.array)
+    counts = Counts.combine([m.counts for m in machines])
+    counts.lnc_conflicts = group.conflicts
+    return outputs, counts
+
+
+def _storages(result):
+    if isinstance(result, (tuple, list)):
+        return tuple(_storages(r) for r in result)
+    return id(result.storage) if isinstance(result, Tensor) else result
 
 
 def _outputs(result, copy: bool = True):

@@ -6,7 +6,7 @@ thread of execution (a context variable).
 Two modes besides the plain one:
 - trace (`Machine(trace=True)`, `loader.trace`): the kernel is specialized but nothing is computed. Every check
   that does not depend on values runs (shapes, memories, engines, partitions, PSUM banks and capacity, SBUF
-  capacity, accumulation state), every instruction is counted, and a dynamic loop runs its body once: the static
+  capacity, accumulation state), every instruction is counted, and a compiled loop runs its body once: the static
   instruction count of a kernel at full size in a fraction of a second.
 - approximate activations (`approximate_activations(...)`, a context manager around `run`): ScalarE's
   transcendental functions return values perturbed within the stated bound of `limits.ACTIVATION_ERROR`, as the
@@ -64,13 +64,19 @@ def approximate_activations(error: ActivationError | None = None):
 
 
 class Machine:
-    def __init__(self, trace: bool = False):
+    """One physical NeuronCore's state in a kernel call: `core` is its program id; `group` the LNC=2 call's shared
+    HBM and turns (lnc.py), None at LNC=1."""
+
+    def __init__(self, trace: bool = False, core: int = 0, group=None):
         self.trace = trace
+        self.core = core
+        self.group = group
+        self.lnc = 1 if group is None else group.lnc
         self.counts = Counts()
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
-        self.replay = 0  # > 0 inside a dynamic loop's second and later iterations: nothing is emitted again
+        self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
         self.activation_error = _activation_error.get()
         self._token = None
 
@@ -85,6 +91,8 @@ class Machine:
         shape = tuple(int(s) for s in shape)
         if any(s < 1 for s in shape) or not shape:
             raise KernelError(f"tensor {name!r}: shape {shape} must have positive sizes")
+        if buffer is MemoryRegion.shared_hbm and self.group is not None:
+            return Tensor.whole(self.group.shared_storage(self.core, shape, dtype, name))
         storage = Storage(shape, dtype, buffer, name, fill=not self.trace)
         self.memory.allocate(storage)
         return Tensor.whole(storage)
@@ -94,7 +102,14 @@ class Machine:
         if not self.trace:
             storage.array[...] = array
         storage.input = True
+        if self.group is not None:
+            self.group.add_input(storage)
         return Tensor.whole(storage)
+
+    def hbm_access(self, view: Tensor, write: bool) -> None:
+        """A DMA read or wrote the HBM view: at LNC=2 the other core must not touch it in the same epoch."""
+        if self.group is not None:
+            self.group.access(view, write)
 
     def perturb(self, values: np.ndarray, inputs: np.ndarray, function: str) -> np.ndarray:
         """An approximated function's exact outputs on `inputs` (fp32), perturbed within the run's ActivationError."""

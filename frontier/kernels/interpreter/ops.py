@@ -10,6 +10,8 @@ functions (`nl.add(a, b)`) by building the same table with its own subclass (`ma
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .errors import UnsupportedError
@@ -63,6 +65,11 @@ def make_ops(cls=None) -> dict:
                          hint=op.hint) for op in _TABLE}
 
 
+def _erf(x):
+    """erf in float64 through math.erf, elementwise (NumPy has none)."""
+    return np.vectorize(math.erf, otypes=[np.float64])(np.asarray(x, np.float64))
+
+
 _TABLE = [
     # binary ALU operators (VectorE; power runs on GpSimd)
     Op("add", np.add, 2, alu=True, reduce=np.sum),
@@ -93,6 +100,7 @@ _TABLE = [
     Op("sqrt", np.sqrt, 1, act=True),
     Op("sign", np.sign, 1, act=True),
     Op("silu", lambda x: x * _sigmoid(x), 1, act=True),
+    Op("gelu", lambda x: (0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))).astype(f32), 1, act=True),
     Op("gelu_apprx_tanh", _gelu_tanh, 1, act=True),
     Op("sin", np.sin, 1, act=True),
     # not on the hardware

@@ -1,42 +1,31 @@
-"""The static check of a kernel's source against the documented NKI language: what the compiler would refuse.
+"""The static check of a kernel's source against the documented rules of NKI 0.7: what the compiler would refuse.
 
-The NKI compiler does not run a kernel as Python: it parses the kernel, and every function it calls, into the AST of
-a restricted language and specializes that (nki/deep-dives/nki-compiler.rst; nki/get-started/nki-language-guide.rst:
-"not all Python constructs and libraries are supported within a NKI function"). The official simulator runs kernel
-code as ordinary Python, so "kernels that use unsupported Python constructs will execute successfully on the
-simulator but fail to compile" (nki/guides/nki_simulator.rst); so would this interpreter without this check. `run`
-applies it before a kernel executes, to the kernel and to every helper it calls (resolved through the kernel's
-globals and closure, transitively; the interpreter's own `nl`/`nisa` are not kernel code).
+NKI 0.7 (Neuron SDK 2.33) specializes a kernel by tracing it with Python: each NKI API call records an operation, and
+"kernels can use all of Python for meta-programming, including constructs the previous specialization did not
+support, such as generators and class inheritance" (NKI 0.7.0 release notes; the announcement "Announcing changes
+to NKI specialization"). So Python itself (`is` / `is not`, comprehensions, generators, lambda, try, raise, del,
+sets...) is not refused: the 0.3 migration guide's ban on `is` was a rule of the old specialization frontend, which
+0.7 replaced (AWS's own nki-library writes `is not None`). What stays refused is what the documents still state
+about the NKI API and a kernel's interface. `run` applies it before a kernel executes, to the kernel and to every
+helper it calls (resolved through the kernel's globals and closure, transitively; the interpreter's own `nl`/`nisa`
+are not kernel code):
 
-The documented language: values None, bool, 32-bit int and float, strings, tensors; containers tuples, lists,
-"dictionaries with string-value keys" and simple classes; if / for over ranges, lists and tuples / while (all
-resolved at specialization), function calls (inlined), functions as values, assert, print, f-strings, and
-`with nl.no_reorder()`. The rules below refuse what lies outside it, each with its source:
+    dynamic-range  `nl.dynamic_range`             removed in NKI 0.7 (migration guide 0.6 -> 0.7): nl.fori_loop
+    keyword-only   `*` in a kernel's signature    migration guide 0.3: "does not support the * separator in kernel
+                                                  function signatures" (no later guide lifts it)
+    dict-key       a dict key that is not a       language guide, NKI values: "dictionaries with string-value
+                   string                         keys"
+    nki-object     a class in kernel code that    language guide, class support: a class for use in a kernel must
+                   does not derive from NKIObject inherit from NKIObject (0.7 adds inheritance between such classes)
 
-    identity      `is` / `is not`                 migration guide 0.3: "does not support Python's is / is not
-                                                   operators ... use == / != instead"
-    dict-key      a dict key that is not a string  language guide: dictionaries with string-value keys
-    comprehension list / set / dict comprehensions  not a construct of the language guide
-    generator     generator expressions            not a construct of the language guide
-    del           `del`                            not a construct of the language guide
-    raise         `raise`                          not a construct of the language guide (assert is)
-    try           try / except / finally           not a construct of the language guide
-    lambda        lambda expressions               not a construct of the language guide (named functions are)
-    yield         yield / yield from               not a construct of the language guide
-    scope         global / nonlocal                not a construct of the language guide
-    set           set displays, set()              not an NKI value or container
-    keyword-only  `*` in a kernel's signature      migration guide 0.3: "does not support the * separator in kernel
-                                                   function signatures"
+Checked when the kernel runs, not here: a list as a kernel argument (migration guide 0.3: tuples; `loader.run`), a
+compiled loop's variable used as a Python value, including `while` on it (`language.Register`; the 0.6 -> 0.7 guide
+moves register-driven loops to while_loop).
 
-`is None`: the docs disagree with practice (AWS's nki-library writes `is not None`), so we decide from the
-documents: the 0.3 migration guide says the compiler does not support `is` / `is not` and makes no exception for
-None, while the language guide lists None as a value and says equality in NKI is structural, so `x == None` says the
-same thing inside the language. A kernel here therefore never writes `is`, with None or anything else.
-
-Never stricter than the docs: the check refuses only these constructs. A dict key is refused only when it is provably
-not a string (a number, arithmetic on numbers, a tuple, a comparison, a loop variable over a range, a name only ever
-bound to such values); a key whose type the source does not show is allowed. Everything the guide shows (print,
-assert, f-strings, while, lists with append, == None, nested helper functions, classes, with) passes.
+Never stricter than the docs: a dict key is refused only when it is provably not a string (a number, arithmetic on
+numbers, a tuple, a comparison, a loop variable over a range, a name only ever bound to such values); a key whose type
+the source does not show is allowed. A class passes when one of its bases is named NKIObject or is a class of the same
+source that passes.
 """
 
 from __future__ import annotations
@@ -51,18 +40,10 @@ from functools import lru_cache
 from .errors import LanguageError
 
 RULES = {
-    "identity": "`is` / `is not` is not supported (NKI 0.3 migration guide: use == / !=, also for None)",
-    "dict-key": "dict keys must be strings (NKI language guide: dictionaries with string-value keys)",
-    "comprehension": "comprehensions are not in the NKI language (use a for loop and append)",
-    "generator": "generator expressions are not in the NKI language (use a for loop)",
-    "del": "`del` is not in the NKI language (let a helper's locals end with the helper)",
-    "raise": "`raise` is not in the NKI language (use assert)",
-    "try": "try / except is not in the NKI language",
-    "lambda": "lambda is not in the NKI language (define a named function)",
-    "yield": "yield is not in the NKI language",
-    "scope": "global / nonlocal is not in the NKI language",
-    "set": "sets are not NKI values (use a list or a dict with string keys)",
+    "dynamic-range": "nl.dynamic_range was removed in NKI 0.7 (migration guide 0.6 -> 0.7): use nl.fori_loop",
     "keyword-only": "a kernel signature may not use the keyword-only separator `*` (NKI 0.3 migration guide)",
+    "dict-key": "dict keys must be strings (NKI language guide: dictionaries with string-value keys)",
+    "nki-object": "a class used in a kernel must inherit from nl.NKIObject (NKI language guide: class support)",
 }
 
 
@@ -82,7 +63,7 @@ STR, NUM, UNKNOWN = "str", "num", "?"
 _NUM_CALLS = {"int", "float", "len", "min", "max", "abs", "round", "sum", "range", "bool"}
 _STR_CALLS = {"str", "repr", "format"}
 _STR_METHODS = {"format", "join", "lower", "upper", "strip", "replace"}
-_RANGES = {"range", "affine_range", "sequential_range", "static_range", "dynamic_range"}
+_RANGES = {"range", "affine_range", "sequential_range", "static_range"}
 _DICT_METHODS = {"get", "setdefault", "pop"}
 
 
@@ -164,6 +145,7 @@ class _Checker(ast.NodeVisitor):
         self.found: list[Violation] = []
         self.calls: set[str] = set()
         self.scopes: list[_Function] = []
+        self.classes: dict[str, ast.ClassDef] = {}
 
     def add(self, rule: str, node: ast.AST, detail: str = "") -> None:
         self.found.append(Violation(rule, self.function, self.file, self.offset + getattr(node, "lineno", 1),
@@ -176,10 +158,25 @@ class _Checker(ast.NodeVisitor):
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
-    def visit_Compare(self, node):
-        if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
-            self.add("identity", node)
+    def visit_Attribute(self, node):
+        if node.attr == "dynamic_range":
+            self.add("dynamic-range", node)
         self.generic_visit(node)
+
+    def visit_ClassDef(self, node):
+        self.classes[node.name] = node
+        exception = any(ast.unparse(b).split(".")[-1].endswith(("Error", "Exception")) for b in node.bases)
+        if not exception and not any(self._nki_base(b) for b in node.bases):
+            self.add("nki-object", node, f"{RULES['nki-object']}; class {node.name} has bases "
+                                         f"({', '.join(ast.unparse(b) for b in node.bases) or 'none'})")
+        self.generic_visit(node)
+
+    def _nki_base(self, base: ast.AST) -> bool:
+        name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else None
+        if name == "NKIObject":
+            return True
+        parent = self.classes.get(name)
+        return parent is not None and any(self._nki_base(b) for b in parent.bases)
 
     def _key(self, key: ast.AST, where: ast.AST) -> None:
         if key is not None and self.scopes and self.scopes[-1].classify(key) == NUM:
@@ -199,30 +196,10 @@ class _Checker(ast.NodeVisitor):
         f = node.func
         if isinstance(f, ast.Name):
             self.calls.add(f.id)
-            if f.id == "set":
-                self.add("set", node)
         if (isinstance(f, ast.Attribute) and f.attr in _DICT_METHODS and isinstance(f.value, ast.Name)
                 and self.scopes and f.value.id in self.scopes[-1].dicts and node.args):
             self._key(node.args[0], node)
         self.generic_visit(node)
-
-    def _refuse(rule):  # noqa: N805  (a visitor factory)
-        def visit(self, node):
-            self.add(rule, node)
-            self.generic_visit(node)
-        return visit
-
-    visit_ListComp = visit_SetComp = visit_DictComp = _refuse("comprehension")
-    visit_GeneratorExp = _refuse("generator")
-    visit_Delete = _refuse("del")
-    visit_Raise = _refuse("raise")
-    visit_Try = _refuse("try")
-    visit_Lambda = _refuse("lambda")
-    visit_Yield = visit_YieldFrom = _refuse("yield")
-    visit_Global = visit_Nonlocal = _refuse("scope")
-    visit_Set = _refuse("set")
-    if hasattr(ast, "TryStar"):
-        visit_TryStar = _refuse("try")
 
 
 def _parse(code: types.CodeType) -> tuple[ast.AST, int]:
@@ -237,8 +214,8 @@ def _parse(code: types.CodeType) -> tuple[ast.AST, int]:
 @lru_cache(maxsize=None)
 def _function_violations(code: types.CodeType) -> tuple[tuple[Violation, ...], frozenset]:
     """The violations in one function's source (nested functions included) and the names it calls."""
-    if code.co_name == "<lambda>":
-        return (Violation("lambda", "<lambda>", code.co_filename, code.co_firstlineno, RULES["lambda"]),), frozenset()
+    if code.co_name == "<lambda>":  # an expression: nothing of the rules can be in it but a call, seen by its caller
+        return (), frozenset()
     tree, first = _parse(code)
     checker = _Checker(code.co_filename, first, code.co_qualname)
     checker.visit(tree)
@@ -255,9 +232,29 @@ def _helpers(fn, names) -> list:
     for name in sorted(names):
         f = scope.get(name)
         f = getattr(f, "fn", f)  # a jitted kernel called from another
-        if isinstance(f, types.FunctionType) and not f.__module__.startswith("frontier.kernels.interpreter"):
+        if (isinstance(f, type) and f.__module__ != "builtins" and not issubclass(f, BaseException)
+                and not _interpreter(f)):  # a Python exception is meta-programming, not an NKI value
+            out.append(f)
+        elif isinstance(f, types.FunctionType) and not _interpreter(f):
             out.append(f)
     return out
+
+
+def _interpreter(obj) -> bool:
+    return (obj.__module__ or "").startswith("frontier.kernels.interpreter")
+
+
+def _class_violations(cls) -> list[Violation]:
+    """A class kernel code instantiates must derive from nl.NKIObject (the interpreter's, or any named NKIObject)."""
+    if any(base.__name__ == "NKIObject" for base in cls.__mro__):
+        return []
+    try:
+        file, line = inspect.getsourcefile(cls) or "?", inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        file, line = "?", 0
+    bases = ", ".join(b.__name__ for b in cls.__bases__)
+    return [Violation("nki-object", cls.__qualname__, file, line, f"{RULES['nki-object']}; class {cls.__name__} "
+                      f"has bases ({bases})")]
 
 
 def _cell_set(cell) -> bool:
@@ -273,6 +270,11 @@ def violations(fn) -> list[Violation]:
     found, seen, todo = [], set(), [fn]
     while todo:
         f = todo.pop(0)
+        if isinstance(f, type):
+            if f not in seen:
+                seen.add(f)
+                found += _class_violations(f)
+            continue
         if f.__code__ in seen:
             continue
         seen.add(f.__code__)
@@ -285,7 +287,7 @@ def violations(fn) -> list[Violation]:
 
 
 def _signature_violations(fn) -> list[Violation]:
-    if fn.__name__ == "<lambda>" or not fn.__code__.co_kwonlyargcount:
+    if not fn.__code__.co_kwonlyargcount:
         return []
     return [Violation("keyword-only", fn.__qualname__, fn.__code__.co_filename, fn.__code__.co_firstlineno,
                       RULES["keyword-only"])]

@@ -90,9 +90,11 @@ class Storage:
 class Tensor:
     """A view of a storage: the `NkiTensor` subset kernels use (shape, dtype, buffer, indexing, reshape)."""
 
-    __slots__ = ("storage", "_np", "_written", "p0")
+    __slots__ = ("storage", "_np", "_written", "p0", "dynamic")
 
-    def __init__(self, storage: Storage, data: np.ndarray, written: np.ndarray | None, p0: int = 0):
+    def __init__(self, storage: Storage, data: np.ndarray, written: np.ndarray | None, p0: int = 0,
+                 dynamic: bool = False):
+        self.dynamic = dynamic  # addressed at run time (an access pattern with a scalar_offset)
         self.storage = storage
         self._np = data  # a NumPy view of storage.array
         self._written = written  # the same view of storage.written (PSUM only)
@@ -170,7 +172,7 @@ class Tensor:
                 written = None if written is None else written[..., None]
         elif data.ndim == 0:
             data = data[None]
-        return Tensor(self.storage, data, written, p0)
+        return Tensor(self.storage, data, written, p0, self.dynamic)
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None) -> "Tensor":
         """The raw access pattern over this tensor's storage (module docstring). `offset` None keeps this view's
@@ -208,7 +210,7 @@ class Tensor:
                                                       tuple(step for step, _ in pattern))
         if self.on_chip and data.ndim < 2:
             data, written = data[..., None], None if written is None else written[..., None]
-        return Tensor(self.storage, data, written, p0)
+        return Tensor(self.storage, data, written, p0, dynamic=scalar_offset is not None)
 
     def _element_offset(self) -> int:
         base = self.storage.array
@@ -228,7 +230,7 @@ class Tensor:
             written = None if self._written is None else _view_as(self._written, shape)
         except (ValueError, AttributeError) as e:
             raise UnsupportedError(f"reshape {self.shape} -> {shape} needs a contiguous view") from e
-        return Tensor(self.storage, data, written, self.p0)
+        return Tensor(self.storage, data, written, self.p0, self.dynamic)
 
     def __setitem__(self, key, value):
         raise UnsupportedError("assigning into a tensor is not in the interpreted subset: use nisa.tensor_copy, "
@@ -240,6 +242,32 @@ class Tensor:
     def __repr__(self) -> str:
         name = f" {self.storage.name!r}" if self.storage.name else ""
         return f"<Tensor{name} {self.shape} {self.dtype} {self.buffer.value}>"
+
+
+class Register:
+    """A device register: the variable of a compiled loop. Its value exists only at run time on the device, so the
+    kernel may not compute with it in Python; it is read as a runtime offset (`tensor.ap(scalar_offset=reg)`)."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: int):
+        self._value = int(value)
+
+    def _runtime_value(self) -> int:
+        return self._value
+
+    def _refuse(self, *args):
+        raise KernelError("a compiled loop's variable is a device register, not a Python int: no arithmetic, "
+                          "comparison, truth value or indexing with it at specialization time; read it as a runtime "
+                          "offset, tensor.ap(pattern, offset=..., scalar_offset=register)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = __rfloordiv__ = _refuse
+    __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __neg__ = __pow__ = _refuse
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __bool__ = __index__ = __int__ = __float__ = _refuse
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        return "<Register (a compiled loop's variable)>"
 
 
 def _runtime_index(value) -> int:

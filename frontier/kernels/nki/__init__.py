@@ -1,4 +1,4 @@
-"""NKI kernels for Trn2, written for the top-level `nki` package (API of NKI 0.3-0.6).
+"""NKI kernels for Trn2, written for the top-level `nki` package (NKI 0.7, Neuron SDK 2.33: `frontier.kernels.toolchain`).
 
 Each kernel module imports `nki`, `nki.language as nl` and `nki.isa as nisa` at module level, so it imports only
 where the real `nki` is installed (a Neuron machine). Anywhere else, `frontier.kernels.interpreter.load(MODULE)`
@@ -14,15 +14,20 @@ runs the same source with the interpreter's NumPy `nki`. This package itself imp
     newton_schulz  newton_schulz(g, steps=5): Muon's orthogonalisation
 
 What every kernel keeps to, and what checks it (frontier.kernels.interpreter, frontier.kernels.verify):
-- its source, and every helper it calls, is in the documented NKI language (interpreter/subset.py: no `is`, no
-  comprehensions or generators, no del / raise / try / lambda, string dict keys...), checked before it runs;
+- its source, and every helper it calls, keeps to NKI 0.7's documented rules (interpreter/subset.py: no
+  `nl.dynamic_range`, no keyword-only `*` in a kernel signature, string dict keys, classes from NKIObject), checked
+  before it runs;
 - PSUM tiles are allocated once, in whole 2 KiB banks, so that no matmul output crosses a bank wherever the compiler
   places them;
 - the matmul kernels (relu2_mlp, head_ce, newton_schulz) take `matmul_dtype`, a compile-time "bfloat16" (default:
   TensorE's fast path, 79 TFLOP/s against 20 in fp32) or "float32", the dtype of every matmul operand; PSUM
   accumulates in fp32 and everything else is fp32 either way;
+- it is launched at LNC=2 (`frontier.kernels.toolchain.LNC`) and divides its work between the two physical cores
+  by `nl.program_id` (Newton-Schulz excepted: both cores compute all of it and write the same values); no
+  HBM byte is read-add-written by both cores (the backward kernels sum weight gradients per core, meet at
+  `nisa.core_barrier`, then each writes half of the sum);
 - the instructions it emits at the trn2 shapes of one worker stay within the interpreter's budget
-  (`STATIC_INSTRUCTION_LIMIT`): the long token loops are device loops (`nl.dynamic_range`), whose body is emitted
+  (`STATIC_INSTRUCTION_LIMIT`): the long token loops are compiled loops (`nl.fori_loop`), whose body is emitted
   once and addresses HBM rows by `.ap(scalar_offset=)`.
 
 The model and the optimisers reach these kernels through the fused ops of `frontier.kernels.ops` (`--kernels nki`

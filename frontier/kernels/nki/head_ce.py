@@ -1,4 +1,4 @@
-"""The output head, logit softcap and cross-entropy of `frontier.model.gpt.GPT`, fused (NKI 0.3-0.6, Trn2):
+"""The output head, logit softcap and cross-entropy of `frontier.model.gpt.GPT`, fused (NKI 0.7, Trn2):
 
     l = hidden W^T (N x V),  z = cap * tanh(l / cap),  lse = log sum_v exp(z),  loss = lse - z[target]
     backward, with dloss the upstream gradient per position (1/N for a mean):
@@ -23,7 +23,7 @@ iota (GpSimd) writes the chunk's vocabulary ids along the free dim, and `equal` 
 Loops: token blocks (pos_block tiles of 128; 0 = as many as fit the SBUF share of ~96 KiB per partition, at most 8)
 > vocabulary chunks > token tiles of the block; a block's hidden^T (and, backward, hidden and an fp32 dhidden
 accumulator) stays in SBUF while the chunks of W stream past it, so W is read once per token block and hidden once.
-The token-block loop is an `nl.dynamic_range` over row offsets (HBM rows and columns addressed by
+The token-block loop is a compiled loop, `nl.fori_loop`, over row offsets (HBM rows and columns addressed by
 `.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is; a last short block (N not a
 multiple of the block) is emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
 TensorE waits for the engine draining a bank (no double buffering: a tuning step for the hardware, which the
@@ -57,6 +57,11 @@ row tiles (ceil(D / 512) banks each); D <= 1536):
   HBM, so every block runs the same code. HBM with NB token blocks: hidden, targets, lse, dloss read once, W read NB
   times, dW zeroed, then read and written NB times, dhidden written once.
 
+Logical NeuronCores: launched at LNC=2 (`frontier.kernels.toolchain.LNC`), each physical core takes half of the token
+tiles (`nl.program_id`) and writes only its own positions' loss, lse, dhidden (and dz). dW, a sum over all
+positions, is accumulated per core into its own part of a [2, V, D] shared HBM tensor; after `nisa.core_barrier`
+each core writes half of dW's row tiles as part 0 + part 1, so no HBM is read-add-written by both cores.
+
 With a bias (the n-gram mix: `NGramMix` adds a per-(position, vocabulary) bias to the capped logits):
 head_ce_bias_fwd(hidden, w, targets, bias, cap, ...) and head_ce_bias_bwd(hidden, w, targets, bias, lse, dloss, cap,
 ...) take it dense, bias [N, V] fp32 in HBM: each [rows, vw] tile is DMA'd next to its logit tile and z = cap t + bias
@@ -64,7 +69,7 @@ replaces cap t before the max / exp (VectorE `scalar_tensor_tensor`; no extra SB
 tile). The backward also writes dz = dloss (softmax(z) - onehot) [N, V], the bias's gradient, tile by tile (the
 caller gathers the sparse corrections' gradients from it). Price: N x V fp32 read once per pass and written once by
 the backward (512 MiB each at the trn2 worker's 16,384 x 8,192), the HBM traffic the bias-free kernel avoids.
-Whether there is a bias is a compile-time flag of the bodies (`has_bias`): the NKI language has no `is None`.
+Whether there is a bias is a compile-time flag of the bodies (`has_bias`).
 """
 
 import nki
@@ -155,6 +160,30 @@ def _block_tiles(pos_block, n, per_tile):
     return max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
 
 
+def _core_rows(n, pmax, core, cores):
+    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
+    ntiles = (n + pmax - 1) // pmax
+    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
+    return t0 * pmax, min(t1 * pmax, n)
+
+
+def _sum_parts(out, parts, core, cores):
+    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
+    chunks (every core reads every part, each row chunk of out is written by one core)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = out.shape
+    ch = _chunks(rows, pmax)
+    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
+        r0, rw = ch[i]
+        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
+        for c in range(1, cores):
+            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
+        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
+
+
 def _zero_hbm(t):
     """t (a 2-D fp32 HBM tensor) = 0, by DMA from a zeroed SBUF tile (ends with the helper)."""
     pmax = nl.tile_size.pmax
@@ -188,7 +217,9 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     pmax = nl.tile_size.pmax
     mdt, size = _operand(matmul_dtype)
     kt_n = len(_chunks(d, pmax))
-    pb = _block_tiles(pos_block, n, kt_n * pmax * size + 8 * 4)
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
+    pb = _block_tiles(pos_block, r_end - r_begin, kt_n * pmax * size + 8 * 4)
     loss = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     lse = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     tp = nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum)
@@ -196,13 +227,16 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     io = [hidden, w, targets, bias, loss, lse]
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = _chunks(block_rows, pmax)
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
+
+    def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _fwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vchunk, mdt, tp, l_ps)
+
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _fwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
     return loss, lse
 
 
@@ -333,26 +367,38 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     subs = _vocab_block(d, vchunk)
     vb = min(subs * pmax, vchunk)
     kt_n = len(_chunks(d, pmax))
-    pb = _block_tiles(pos_block, n, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)
+    pb = _block_tiles(pos_block, r_end - r_begin, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dz_out = nl.ndarray((n, v), dtype=nl.float32, buffer=nl.shared_hbm) if has_bias else None
-    _zero_hbm(dw_out)
+    pw = dw_out  # where this core's partial sums of dW accumulate
+    if cores > 1:
+        parts = nl.ndarray((cores, v, d), dtype=nl.float32, buffer=nl.shared_hbm)
+        pw = parts[core]
+    _zero_hbm(pw)
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # the logit tile
           nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dhidden
     for s in range(subs):
         ps.append(nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum))  # dW row tile s
-    io = [hidden, w, targets, bias, lse, dloss, dh_out, dw_out, dz_out]
+    io = [hidden, w, targets, bias, lse, dloss, dh_out, pw, dz_out]
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = _chunks(block_rows, pmax)
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
+
+    def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _bwd_block(io, has_bias, None, r0, _chunks(n - r0, pmax), cap, vb, mdt, ps)
+
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _bwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vb, mdt, ps)
+    if cores > 1:
+        nisa.core_barrier(parts, (0, 1))
+        _sum_parts(dw_out, parts, core, cores)
     if has_bias:
         return dh_out, dw_out, dz_out
     return dh_out, dw_out

@@ -1,4 +1,4 @@
-"""Muon's Newton-Schulz orthogonalisation (NKI 0.3-0.6, Trn2), as `frontier.optim.muon.newton_schulz` computes it:
+"""Muon's Newton-Schulz orthogonalisation (NKI 0.7, Trn2), as `frontier.optim.muon.newton_schulz` computes it:
 
     X = G (or G^T when G is tall), m x n with m <= n;   X <- X / (||X||_F + 1e-7)
     5 times:  A = X X^T;  B = b A + c A A;  X <- a X + B X          (a, b, c) = (3.4445, -4.7750, 2.0315)

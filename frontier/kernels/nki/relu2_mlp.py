@@ -1,4 +1,4 @@
-"""The ReLU^2 MLP of `frontier.model.gpt.MLP`, forward and backward (NKI 0.3-0.6, Trn2):
+"""The ReLU^2 MLP of `frontier.model.gpt.MLP`, forward and backward (NKI 0.7, Trn2):
 
     h = x W1^T,  a = relu(h)^2,  y = a W2^T          x [N, D], W1 = c_fc.weight [F, D], W2 = c_proj.weight [D, F]
     dA = dy W2,  dh = 2 relu(h) * dA,  dx = dh W1,  dW1 = dh^T x,  dW2 = dy^T a
@@ -20,7 +20,7 @@ ragged) and PSUM outputs along D into chunks of 512. Every PSUM tile is allocate
 output crosses a bank wherever the compiler places it), and reused (no double buffering: TensorE waits for the
 engine draining a bank; a tuning step for the hardware).
 
-Device loops: the token loop is an `nl.dynamic_range` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
+Compiled loops: the token loop is an `nl.fori_loop` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
 so the kernel's emitted instructions do not grow with N (at the trn2 shapes, 16,384 tokens, the unrolled forward
 would emit ~25,000); the ragged last tile (N % 128) and, backward, a last short token block are emitted after it.
 
@@ -55,6 +55,12 @@ runs the same code, the device loop's body. FB is the largest of 512, 256, 128 f
 banks: D <= 1024.
 HBM with NB token blocks: x and dy read once, W1 and W2 read NB times, dW1 and dW2 zeroed, then read and written NB
 times, dx written once.
+
+Logical NeuronCores: launched at LNC=2 (`frontier.kernels.toolchain.LNC`), each of the two physical cores takes half
+of the 128-token tiles (`nl.program_id`), and writes only its own rows of y and dx. The weight gradients, sums over
+all tokens, never see a read-add-write by both cores: each core accumulates its own part (a [2, F, D] and a [2, D, F]
+tensor in shared HBM, in place of dW1 and dW2 above), the cores meet at `nisa.core_barrier`, and each then writes half
+of the row tiles of dW1 and dW2 as part 0 + part 1. At LNC=1 the kernel is the single-core one above.
 """
 
 import nki
@@ -142,12 +148,17 @@ def mlp_fwd(x, w1, w2, matmul_dtype="bfloat16"):
     w2t = nl.ndarray((pmax, ft_n, d), dtype=mdt, buffer=nl.sbuf)
     _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t)
 
-    full = n // pmax
-    for r in nl.dynamic_range(0, full * pmax, pmax):
+    r_begin, r_end = _core_rows(n, pmax, nl.program_id(0), nl.num_programs())  # LNC=2: half the tiles each
+    full = (r_end - r_begin) // pmax
+
+    def tile_body(r):
         _fwd_tile(_rows(x, r, 0, pmax), _rows(y, r, 0, pmax), pmax, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps)
-    if n > full * pmax:
-        rows = n - full * pmax
-        _fwd_tile(_rows(x, None, full * pmax, rows), _rows(y, None, full * pmax, rows), rows, w1t, w2t, dch, fch, och,
+
+    nl.fori_loop(r_begin, r_begin + full * pmax, tile_body, step=pmax)
+    if r_end > r_begin + full * pmax:
+        r0 = r_begin + full * pmax
+        rows = r_end - r0
+        _fwd_tile(_rows(x, None, r0, rows), _rows(y, None, r0, rows), rows, w1t, w2t, dch, fch, och,
                   mdt, tp, h_ps, y_ps)
     return y
 
@@ -195,7 +206,8 @@ def _f_block(d):
 
 @nki.jit
 def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
-    """(dx [N, D], dW1 [F, D], dW2 [D, F]) of y = relu(x W1^T)^2 W2^T, h recomputed (module docstring)."""
+    """(dx [N, D], dW1 [F, D], dW2 [D, F]) of y = relu(x W1^T)^2 W2^T, h recomputed (module docstring); at LNC=2 each
+    core takes half the token tiles and sums its weight gradients apart, then each writes half of dW1 and dW2."""
     n, d = x.shape
     f = w1.shape[0]
     assert w1.shape == (f, d) and w2.shape == (d, f) and dy.shape == (n, d)
@@ -203,16 +215,23 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     mdt, size = _operand(matmul_dtype)
     kt_n = len(_chunks(d, pmax))
     fb = min(_f_block(d), pmax * ((f + pmax - 1) // pmax))
+    cores, core = nl.num_programs(), nl.program_id(0)
+    r_begin, r_end = _core_rows(n, pmax, core, cores)
     per_tile = (2 * d + 2 * kt_n * pmax) * size + d * 4  # x, dy, x^T, dy^T; the fp32 dx accumulator
-    ntiles = (n + pmax - 1) // pmax
+    ntiles = (r_end - r_begin + pmax - 1) // pmax
     pb = pos_block
     if pb == 0:
         pb = max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
     dx = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw1 = nl.ndarray((f, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw2 = nl.ndarray((d, f), dtype=nl.float32, buffer=nl.shared_hbm)
-    _zero_hbm(dw1)
-    _zero_hbm(dw2)
+    pw1, pw2 = dw1, dw2  # where this core's partial sums accumulate
+    if cores > 1:
+        part1 = nl.ndarray((cores, f, d), dtype=nl.float32, buffer=nl.shared_hbm)
+        part2 = nl.ndarray((cores, d, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        pw1, pw2 = part1[core], part2[core]
+    _zero_hbm(pw1)
+    _zero_hbm(pw2)
 
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # h, then dA
@@ -225,16 +244,48 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     ps.append(dw2_ps)
 
     block_rows = pb * pmax
-    nblocks = n // block_rows
+    nblocks = (r_end - r_begin) // block_rows
     tiles = []
     for t in range(pb):
         tiles.append((t * pmax, pmax))
-    for b in nl.dynamic_range(0, nblocks * block_rows, block_rows):
-        _bwd_block(x, w1, w2, dy, dx, dw1, dw2, b, 0, tiles, fb, mdt, ps)
-    if n > nblocks * block_rows:
-        r0 = nblocks * block_rows
-        _bwd_block(x, w1, w2, dy, dx, dw1, dw2, None, r0, _chunks(n - r0, pmax), fb, mdt, ps)
+
+    def block_body(b):
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, b, 0, tiles, fb, mdt, ps)
+
+    nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
+    if r_end > r_begin + nblocks * block_rows:
+        r0 = r_begin + nblocks * block_rows
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, _chunks(r_end - r0, pmax), fb, mdt, ps)
+    if cores > 1:
+        nisa.core_barrier(part1, (0, 1))
+        nisa.core_barrier(part2, (0, 1))
+        _sum_parts(dw1, part1, core, cores)
+        _sum_parts(dw2, part2, core, cores)
     return dx, dw1, dw2
+
+
+def _core_rows(n, pmax, core, cores):
+    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
+    ntiles = (n + pmax - 1) // pmax
+    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
+    return t0 * pmax, min(t1 * pmax, n)
+
+
+def _sum_parts(out, parts, core, cores):
+    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
+    chunks (every core reads every part, each row chunk of out is written by one core)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = out.shape
+    ch = _chunks(rows, pmax)
+    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
+        r0, rw = ch[i]
+        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
+        for c in range(1, cores):
+            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
+        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
 
 
 def _zero_hbm(t):

@@ -1,4 +1,4 @@
-"""Rotary position embedding (RoPE) of q or k, forward and backward (NKI 0.3-0.6, Trn2), as `frontier.model.gpt.Rotary`:
+"""Rotary position embedding (RoPE) of q or k, forward and backward (NKI 0.7, Trn2), as `frontier.model.gpt.Rotary`:
 
     per head, x = [x1, x2] (halves of head_dim):   y = [x1 cos + x2 sin,  x2 cos - x1 sin]
     backward (the transposed rotation: the same one with sin negated):  dx = [dy1 cos - dy2 sin, dy2 cos + dy1 sin]
@@ -101,7 +101,10 @@ def _rope(x, cos, sin, inverse):
     y = nl.ndarray((n, width), dtype=x.dtype, buffer=nl.shared_hbm)
     phases = []  # the distinct tile phases r0 % T, in order of first appearance
     groups = []  # groups[i]: the tiles (r0, rows) of phases[i]
-    for r0 in range(0, n, pmax):
+    ntiles = (n + pmax - 1) // pmax
+    cores, core = nl.num_programs(), nl.program_id(0)  # LNC=2: each core rotates half of the tiles
+    for t in range(core * ntiles // cores, (core + 1) * ntiles // cores):
+        r0 = t * pmax
         k = _find(phases, r0 % period)
         if k < 0:
             phases.append(r0 % period)
