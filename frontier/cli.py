@@ -58,6 +58,7 @@ def cmd_train(a) -> int:
     """One process, or data parallelism: with N > 1 processes (--nproc, the profile's `nproc`, or a resumed run's
     `world_size`) this process launches torchrun and waits (`frontier.train.distributed.launch`); under torchrun each
     rank trains its share of every batch and rank 0 speaks for the job."""
+    from . import records
     from .devices import select_device
     from .kernels import default_for
     from .recipes import variant_label
@@ -118,21 +119,7 @@ def cmd_train(a) -> int:
     save_figure(loss_curve_figure([rec]), run_dir / "loss.png")
     print(f"run folder: {run_dir}")
     print(f"loss curve: {run_dir / 'loss.png'}")
-    print(f"steps {rec['steps']}, charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
-          f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})")
-    if rec.get("probe"):
-        pr = rec["probe"]
-        print(f"reference clock: {rec['charged_s']:.1f} reference s for {rec['charged_wall_s']:.1f} wall s; probe "
-              f"{pr['name']} {pr['probe_s_median'] * 1e3:.1f} ms (reference {pr['ref_s'] * 1e3:.1f} ms), drift "
-              f"{pr['drift']:.1%}{' (DRIFTED: over ' + format(pr['drift_limit'], '.0%') + ')' if pr['drifted'] else ''}")
-    if rec.get("budget") and rec["budget"]["cost"]:
-        b = rec["budget"]
-        print(f"steps rule: {b['steps']} steps at {b['cost']['step_s'] * 1e3:.2f} reference ms a step + "
-              f"{b['cost']['fixed_s']:.2f} s once (cost {b['source']}; {rec['charged_wall_s']:.1f} wall s here)")
-    if "val_bpb_ema" in rec:
-        print(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
-              f"(val_bpb: mix {cfg.train.ema.mix:g} of the EMA)")
-    print(f"val_bpb={rec['val_bpb']:.6f}")
+    print("\n".join(records.summary_lines(rec)))
     return 0
 
 

@@ -143,6 +143,39 @@ def write_evaluation_record(run_dir, rec: dict, score: dict, dev, weights: str |
            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
     return write_json(path, out)
 
+def epochs_read(rec: dict) -> float | None:
+    """How many times a run read its training split: tokens trained on / tokens in the split."""
+    split = (rec.get("data") or {}).get("train_tokens")
+    return rec["tokens"] / split if split and rec.get("tokens") is not None else None
+
+
+def summary_lines(rec: dict) -> list[str]:
+    """A finished run in a few lines, as `frontier train` prints it: steps, epochs read, the clock, the scores."""
+    epochs = epochs_read(rec)
+    lines = [f"steps {rec['steps']}" + (f" ({epochs:.3f} epochs of the training split)" if epochs else "")
+             + f", charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
+             f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})"]
+    if rec.get("probe"):
+        pr = rec["probe"]
+        drifted = f" (DRIFTED: over {pr['drift_limit']:.0%})" if pr["drifted"] else ""
+        lines.append(f"reference clock: {rec['charged_s']:.1f} reference s for {rec['charged_wall_s']:.1f} wall s; "
+                     f"probe {pr['name']} {pr['probe_s_median'] * 1e3:.1f} ms (reference {pr['ref_s'] * 1e3:.1f} ms), "
+                     f"drift {pr['drift']:.1%}{drifted}")
+    budget = rec.get("budget") or {}
+    if budget.get("cost"):
+        c = budget["cost"]
+        lines.append(f"steps rule: {budget['steps']} steps at {c['step_s'] * 1e3:.2f} reference ms a step + "
+                     f"{c['fixed_s']:.2f} s once (cost {budget['source']}; {rec['charged_wall_s']:.1f} wall s here)")
+    if "val_bpb_ema" in rec:
+        mix = rec["config"]["train"]["ema"]["mix"]
+        lines.append(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "
+                     f"(val_bpb: mix {mix:g} of the EMA)")
+    if rec.get("test_bpb") is not None:
+        lines.append(f"test_bpb={rec['test_bpb']:.6f}")
+    lines.append(f"val_bpb={rec['val_bpb']:.6f}")
+    return lines
+
+
 def upgrade(rec: dict) -> dict:
     """A record written by older code, brought to today's fields from what it stored; each field derived here is
     named in `rec["derived"]` with how. Two bookkeeping bugs of that code are undone (the losses and scores are

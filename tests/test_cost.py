@@ -165,3 +165,21 @@ def test_the_committed_table_covers_every_recipe_at_smoke_and_cpu():
     for c in table.values():
         assert c.step_s > 0 and c.fixed_s >= 0 and c.record and c.record.startswith("runs/bench/")
     assert cost_mod.TABLE.is_file()
+
+
+def test_the_cost_bench_writes_its_record_and_the_table_it_is_given(tmp_path):
+    from frontier.study.costs import format_cost_bench, run_cost_bench
+
+    table = tmp_path / "costs.json"
+    rec = run_cost_bench(["ngram-only"], "smoke", repeats=2, device="cpu", out=tmp_path / "bench", write=True,
+                         table=table, log=lambda m: None)
+    (row,) = rec["costs"]
+    assert row["recipe"] == "ngram-only" and len(row["measurements"]) == 2 and row["committed_step_s"] is None
+    assert row["step_s"] == pytest.approx(sorted(m["step_s"] for m in row["measurements"])[0] / 2
+                                          + sorted(m["step_s"] for m in row["measurements"])[1] / 2)
+    written = load_table(table)
+    assert list(written) == [row["key"]] and written[row["key"]].record == rec["path"]
+    again = run_cost_bench(["ngram-only"], "smoke", repeats=1, device="cpu", out=tmp_path / "bench", table=table,
+                           log=lambda m: None)
+    assert again["costs"][0]["committed_step_s"] == row["step_s"]  # the table's beside the new measurement
+    assert "ngram-only" in format_cost_bench(again)

@@ -99,6 +99,14 @@ def cmd_bench(a) -> int:
     from .bench_records import cli_command, default_record_dir
     from .bench import format_bench, run_bench
 
+    if a.costs:
+        return cmd_bench_costs(a)
+    if a.write_table:
+        raise UserError("--write-table writes the cost table, which only --costs measures", "add --costs")
+    if not a.recipes:
+        raise UserError("bench needs recipes to compare", "name them, e.g. `frontier bench baseline compile`, or pass "
+                        "--costs (every recipe)")
+
     nproc = None
     if a.nproc is not None:
         try:
@@ -242,6 +250,20 @@ def cmd_ablate(a) -> int:
     return 0
 
 
+def cmd_bench_costs(a) -> int:
+    """`frontier bench --costs [RECIPES]`: the steps rule's cost table, measured here beside the committed one."""
+    from .bench_records import cli_command, default_record_dir
+    from .costs import format_cost_bench, run_cost_bench
+
+    command = cli_command("bench", a.recipes, {"--costs": True, "--profile": a.profile, "--repeats": a.repeats,
+                                               "--device": a.device, "--write-table": a.write_table})
+    result = run_cost_bench(a.recipes or None, a.profile, repeats=a.repeats, device=a.device,
+                            out=a.out or default_record_dir(a.profile), command=command, write=a.write_table)
+    print(format_cost_bench(result))
+    print(f"bench record: {result['path']}" + ("; the committed cost table rewritten" if a.write_table else ""))
+    return 0
+
+
 def cmd_bench_table(a) -> int:
     import torch
 
@@ -339,8 +361,13 @@ def register(sub) -> None:
     s = _bench_parser(sub, "bench", cmd_bench, "time recipes side by side",
                       "Build each recipe once, warm up, then time them in alternation.",
                       profile="whose shapes and data (default cpu)", steps=(10, "timed steps per round"))
-    s.add_argument("recipes", nargs="+", metavar="RECIPE", help="recipes to compare; RECIPE@IMPL runs its fused ops "
-                   "by IMPL (reference, interpreter, nki), e.g. baseline baseline@interpreter")
+    s.add_argument("recipes", nargs="*", metavar="RECIPE", help="recipes to compare; RECIPE@IMPL runs its fused ops "
+                   "by IMPL (reference, interpreter, nki), e.g. baseline baseline@interpreter (with --costs: the "
+                   "recipes to measure, default every recipe)")
+    s.add_argument("--costs", action="store_true", help="measure each recipe's step cost in reference seconds (the "
+                   "steps rule's table, frontier.train.cost) and print it beside the committed table")
+    s.add_argument("--write-table", action="store_true", help="with --costs: write the measured costs into the "
+                   "committed table (frontier/train/costs.json)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")

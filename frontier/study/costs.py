@@ -15,15 +15,16 @@ from pathlib import Path
 from ..data.dataset import profile_dataset
 from ..devices import select_device
 from ..recipes import RECIPES, resolve
-from ..records import bench_record, new_record_path
-from ..train.cost import StepCost, cost_key, load_table, measure_cost, write_table
+from .bench_records import bench_record, new_record_path
+from ..train.cost import TABLE, StepCost, cost_key, load_table, measure_cost, write_table
 
 
 def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, device: str = "cpu",
                    out: str | Path = "runs/bench", command: list[str] | None = None, write: bool = False,
-                   log=print) -> dict:
+                   table: Path = TABLE, log=print) -> dict:
     """Measure the step cost of `recipes` (default: every recipe) at `profile`; write a bench record under `out`,
-    and with `write` the committed table. Returns the record, with `committed` beside each measured cost."""
+    and with `write` the cost table `table` (default the committed one). Returns the record, with the table's
+    cost beside each measured one (`committed_step_s`)."""
     names = list(recipes or RECIPES)
     path = new_record_path(out, "costs", [profile])
     dev = select_device(device)
@@ -35,7 +36,7 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
             log(f"[{rep + 1}/{repeats}] {r}")
             cost, timings = measure_cost(cfgs[r], dataset, dev, log=log)
             measured[r].append({"step_s": cost.step_s, "fixed_s": cost.fixed_s, **timings})
-    committed = load_table()
+    committed = load_table(table)
     rows = []
     for r in names:
         key = cost_key(cfgs[r])
@@ -48,7 +49,7 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
                           {"profile": profile, "costs": rows}, path, cpu=dev.backend == "cpu")
     if write:
         write_table([StepCost(row["key"], row["recipe"], profile, row["step_s"], row["fixed_s"], str(path))
-                     for row in rows])
+                     for row in rows], table)
     return result
 
 
