@@ -1,14 +1,16 @@
-"""frontier: a language model trained from scratch under a wall-clock budget, as a package and a book.
+"""frontier: a language model trained from scratch under a fixed budget, as a package and a book.
 
 The rooms, each a subpackage with its own docstring:
 
-    frontier/   cli config profiles recipes records devices figures errors   the run's vocabulary, and the wiring
-      data/     corpus tokenizer shards dataset loader                       documents in, batches out
+    frontier/   cli flags config profiles recipes records devices figures errors   the run's vocabulary, the wiring
+      data/     corpus audit tokenizer shards dataset loader                 documents in, batches out
       model/    gpt bigram ngram/                                            what is trained
       optim/    adamw muon bigram_update optimizers                          how it is updated
-      train/    trainer clock compile distributed ema bpb                    a run under a budget, and its score
-      kernels/  ops reference interpreted neuron nki/ interpreter/           the fused ops and their implementations
-      study/    bench* ngram_orders roofline census compressors compare replay experiments ladder book report
+      train/    trainer run step checkpoint evaluate cost clock probes       a run under a budget, and its score
+                compile distributed ema bpb
+      kernels/  ops reference interpreted neuron toolchain nki/ interpreter/ the fused ops and their implementations
+      study/    cli bench* bench_records costs workers ngram_orders roofline census compressors compare replay
+                experiments ladder book report                              the studies, and the book's machinery
 
 One rule makes it a design: nothing in data, model, optim, train or kernels imports study, and kernels imports
 nothing but config, devices and errors (tests/test_layout.py checks every import).
