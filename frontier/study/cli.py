@@ -212,9 +212,10 @@ def cmd_clock_check(a) -> int:
     command = cli_command("clock-check", a.recipes, {"--profile": a.profile, "--seed": a.seed, "--budget": a.budget,
                                                      "--conditions": a.conditions,
                                                      "--spread-repeats": a.spread_repeats,
-                                                     "--probe-only": a.probe_only})
+                                                     "--probe-only": a.probe_only, "--clock": a.clock})
     result = run_clock_check(a.recipes, a.profile, a.seed, a.budget, conditions, a.spread_repeats,
-                             out=a.out or default_record_dir(a.profile), command=command, probe_only=a.probe_only)
+                             out=a.out or default_record_dir(a.profile), command=command, probe_only=a.probe_only,
+                             clock=a.clock)
     print(format_clock_check(result))
     print(f"bench record: {result['path']}")
     return 0
@@ -448,6 +449,8 @@ def register(sub) -> None:
                                                                              "profile's)")
     s.add_argument("--conditions", default="2-threads,1-thread,loaded",
                    help="which, comma-separated (default 2-threads,1-thread,loaded)")
+    s.add_argument("--clock", choices=("steps", "reference"), default="steps",
+                   help="the budget's rule to check: steps (the profiles' rule, default) or reference")
     s.add_argument("--spread-repeats", type=positive_int, default=20, help="timings of the probe for its spread "
                                                                              "(default 20)")
     s.add_argument("--out", metavar="PATH", help="the JSON record: a new .json file, or a folder to add one to "

@@ -1,15 +1,17 @@
-"""`frontier clock-check`: does the reference clock buy the same steps on a slower machine?
+"""`frontier clock-check`: does a budget buy the same steps on a slower machine?
 
-The same recipe, seed and reference budget (`frontier.train.clock`) trained under three conditions on this
-machine, one after another in this process:
+The same recipe, seed and budget trained under one rule (`clock`: "steps", the smoke and cpu profiles' rule, whose
+steps are decided before the run, or "reference", the reference clock, `frontier.train.clock`) under three
+conditions on this machine, one after another in this process:
 
 - `2-threads`: torch's threads at 2 (the reference machine's setting);
 - `1-thread`: torch's threads at 1, a machine about half as fast;
 - `loaded`: 2 threads, with another CPU-bound process (a busy loop) pinned to one of the cores all the while.
 
 Each run's steps and wall seconds go side by side into a bench record (kind `clock-check`, beside the run records
-it trained, which are kept): under the reference clock the steps should agree within a few percent while the wall
-seconds differ about twofold. Before the runs the probe itself is timed `spread_repeats` times in one process (its
+it trained, which are kept): under the steps rule the steps are the same and val_bpb moves only by the thread
+count's rounding, under the reference clock the steps should agree within a few percent, while the wall seconds
+differ about twofold. Before the runs the probe itself is timed `spread_repeats` times in one process (its
 spread: the noise of one timing); each run's record has its own probe timings, whose drift over the run is listed.
 """
 
@@ -81,7 +83,7 @@ def probe_spread(profile: str, repeats: int = 20) -> dict:
 def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, budget_s: float | None = None,
                     conditions: tuple[str, ...] = CONDITIONS, spread_repeats: int = 20,
                     out: str | Path | None = None, command: list[str] | None = None, log=print,
-                    probe_only: bool = False) -> dict:
+                    probe_only: bool = False, clock: str = "steps") -> dict:
     """Train each recipe under each condition (see the module's docstring) and write a bench record to `out` (a
     folder or a new .json file; the run folders go beside it, in `clock-check-runs-TIME/`). `probe_only`: time the
     probe's spread and nothing else (how a profile's reference probe time is measured)."""
@@ -98,7 +100,7 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
     runs = []
     for recipe in recipes:
         for cond in conditions:
-            cfg = resolve(recipe, p, budget_s=budget_s, clock="reference")
+            cfg = resolve(recipe, p, budget_s=budget_s, clock=clock)
             busy = _busy_process() if cond == "loaded" else None
             torch.set_num_threads(1 if cond == "1-thread" else 2)
             try:
@@ -111,21 +113,22 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
                 if busy is not None:
                     busy.kill()
                     busy.wait()
-            pr = rec["probe"]
+            pr = rec["probe"] or {"probe_s_median": None, "drift": None, "drifted": None}
             runs.append({"recipe": recipe, "condition": cond, "threads": 1 if cond == "1-thread" else 2,
                          "loaded": cond == "loaded", "steps": rec["steps"], "wall_s": rec["wall_s"],
                          "charged_s": rec["charged_s"], "charged_wall_s": rec["charged_wall_s"],
                          "probe_s_median": pr["probe_s_median"], "probe_drift": pr["drift"],
                          "probe_drifted": pr["drifted"], "val_bpb": rec["val_bpb"], "cpu_share": rec.get("cpu_share"),
-                         "run_dir": str(root / recipe / cond)})
+                         "budget": rec.get("budget"), "run_dir": str(root / recipe / cond)})
             log(f"    {rec['steps']} steps, {rec['charged_wall_s']:.1f} wall s charged ({rec['wall_s']:.1f} wall s "
-                f"of steps), probe {pr['probe_s_median'] * 1e3:.1f} ms, drift {pr['drift']:.1%}")
-    body = {"profile": p.name, "seed": seed, "budget_s": budget_s or p.budget_s, "clock": "reference",
+                f"of steps), val_bpb {rec['val_bpb']:.4f}")
+    body = {"profile": p.name, "seed": seed, "budget_s": budget_s or p.budget_s, "clock": clock,
             "probe": {"name": p.probe, "source_sha256": source_hash(p.probe), "ref_s": p.probe_ref_s,
                       "shapes": vars(ProbeShapes.of(p))},
             "spread": spread, "runs": runs, "summary": summarise(runs)}
     arguments = {"recipes": list(recipes), "profile": p.name, "seed": seed, "budget_s": budget_s,
-                 "conditions": list(conditions), "spread_repeats": spread_repeats, "probe_only": probe_only}
+                 "conditions": list(conditions), "spread_repeats": spread_repeats, "probe_only": probe_only,
+                 "clock": clock}
     return bench_records.bench_record("clock-check", arguments, command, "frontier.study.clock_check.run_clock_check",
                                 body, path, cpu=True)
 
@@ -154,11 +157,12 @@ def format_clock_check(result: dict) -> str:
              f"{result['seed']}; probe {result['probe']['name']} (reference {result['probe']['ref_s'] * 1e3:.1f} ms)",
              f"probe spread ({len(s['repeats_s'])} timings, {s['threads']} threads): median {s['median_s'] * 1e3:.1f} "
              f"ms, sd {s['sd_rel']:.1%}, range {s['range_rel']:.1%}",
+             f"rule: {result.get('clock', 'reference')}",
              f"{'recipe':<14} {'condition':<10} {'steps':>6} {'vs first':>9} {'wall s':>8} {'x first':>8} "
-             f"{'probe ms':>9} {'drift':>7}"]
+             f"{'probe ms':>9} {'drift':>7} {'val_bpb':>8}"]
     for r in result["runs"]:
         sm = result["summary"][r["recipe"]][r["condition"]]
+        probe = f"{r['probe_s_median'] * 1e3:>9.1f} {r['probe_drift']:>7.1%}" if r["probe_s_median"] else f"{'-':>9} {'-':>7}"
         lines.append(f"{r['recipe']:<14} {r['condition']:<10} {r['steps']:>6} {sm['steps_rel']:>+9.1%} "
-                     f"{r['charged_wall_s']:>8.1f} {sm['wall_ratio']:>8.2f} {r['probe_s_median'] * 1e3:>9.1f} "
-                     f"{r['probe_drift']:>7.1%}")
+                     f"{r['charged_wall_s']:>8.1f} {sm['wall_ratio']:>8.2f} {probe} {r['val_bpb']:>8.4f}")
     return "\n".join(lines)
