@@ -16,7 +16,7 @@ from torch._dynamo.backends.common import aot_autograd
 from frontier import kernels
 from frontier.kernels import interpreted, neuron as neuron_module, ops
 from frontier.kernels.neuron import OP_OF, NeuronKernels, Toolchain
-from frontier.recipes import resolve
+from frontier.recipes import get_recipe, resolve
 from frontier.train.trainer import build_model
 from test_kernel_ops import BF16_RUN  # the tolerance of a 3-step kernel run against the reference's
 from test_neuron_registration import standin_kernel, standin_nki_op
@@ -150,26 +150,41 @@ def standin_neuron(standin, monkeypatch):
     kernels._CHECKED.clear()
 
 
-def test_a_trn2_dry_run_trains_through_the_stand_in_like_the_reference(standin_neuron, smoke_data, tmp_path):
-    """`--profile trn2 --kernels nki` at reduced shapes for 3 steps: registration, kernels.check, the compiled model
-    (fullgraph, the "neuron" backend) whose graphs hold the nki ops, the interpreter running them at LNC=2, the
-    optimiser's Newton-Schulz and AdamW kernels; its losses against `--kernels reference` on the same device."""
+BEST_EAGER = get_recipe("best").derive("best-eager", "the best recipe, not compiled", compile=False)
+
+
+@pytest.mark.parametrize("recipe,head", [
+    ("compile", ""),
+    (BEST_EAGER, "_bias"),
+    pytest.param("best", "_bias", marks=pytest.mark.xfail(
+        strict=True, raises=torch._dynamo.exc.Unsupported,
+        reason="the n-gram bias runs outside the graph (torch.compiler.disable in frontier.model.ngram), which "
+               "the neuron backend's fullgraph=True compile (frontier.train.compile) refuses")),
+], ids=["compile", "best-eager", "best"])
+def test_a_trn2_dry_run_trains_through_the_stand_in_like_the_reference(standin_neuron, smoke_data, tmp_path, recipe,
+                                                                       head):
+    """`--profile trn2 --kernels nki` at reduced shapes for 3 steps: registration, kernels.check, the model compiled
+    as the neuron backend compiles it (fullgraph) with graphs that hold the nki ops, the interpreter running them at
+    LNC=2, the optimiser's Newton-Schulz and AdamW kernels; its losses against `--kernels reference` on the same
+    device. Recipe `compile` (the baseline compiled); `best` (bigram, n-gram mix and EMA: the head kernels take the
+    bias) eager, since compiled it does not trace as one graph (the xfail: its first run, the reference's, stops
+    there, so the model, not the kernels, is why)."""
     from frontier.train.trainer import train
 
     device, graphs = standin_neuron
     sizes = {**SIZES, "vocab_size": smoke_data.vocab_size, "log_every": 1}
     recs = {}
     for impl in ("reference", "nki"):
-        cfg = resolve("compile", "trn2", kernels=impl, sizes=sizes)
+        cfg = resolve(recipe, "trn2", kernels=impl, sizes=sizes)
         graphs.clear()
         recs[impl] = train(cfg, smoke_data, tmp_path / impl, device=device, seed=0, steps=3, progress=False,
                            log=lambda *a: None)
         targets = [t for gm in graphs for t in _targets(gm)]
-        if impl == "nki":
+        if impl == "nki" and cfg.train.compile:
             assert not [t for t in targets if t.startswith("frontier.")]
             assert {t.split(".")[1] for t in targets if t.startswith(NS + ".")} >= {
-                "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "mlp_fwd", "mlp_bwd", "head_ce_fwd",
-                "head_ce_bwd"}
+                "rmsnorm_fwd", "rmsnorm_bwd", "rope_fwd", "rope_bwd", "mlp_fwd", "mlp_bwd", f"head_ce{head}_fwd",
+                f"head_ce{head}_bwd"}
     ran = recs["nki"]["implementations"]
     for op in (*ops.OPS, "rmsnorm.backward", "rotary.backward", "relu2_mlp.backward",
                "head_softcap_cross_entropy.backward"):
