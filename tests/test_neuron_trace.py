@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
 from frontier import kernels
@@ -44,7 +45,7 @@ def _compile_and_step(fn, *args):
     def keep(kind):
         def compiler(gm, example_inputs):
             graphs[kind].append(gm)
-            return gm.forward
+            return make_boxed_func(gm.forward)
         return compiler
 
     torch._dynamo.reset()
@@ -139,7 +140,7 @@ def standin_neuron(standin, monkeypatch):
 
     def keep(gm, example_inputs):
         graphs.append(gm)
-        return gm.forward
+        return make_boxed_func(gm.forward)
 
     assert "neuron" not in registry._BACKENDS  # torch-neuronx registers the real one; not on this machine
     registry._BACKENDS["neuron"] = None
