@@ -8,7 +8,9 @@ and unannotated parameters. So every kernel entry point has its own typed wrappe
 annotated `torch.Tensor`, compile-time constants annotated `float` / `int`, outputs a `torch.Tensor` or a tuple of
 them; its body calls the `@nki.jit` kernel and returns what the kernel allocated. Each is registered once as
 `frontier_nki::<kernel>` with a fake (meta) function, so that inside `torch.compile(backend="neuron")` the kernel
-is one node of the graph. The `frontier::` ops call these through `NeuronKernels`.
+is one node of the graph. `frontier.kernels.ops` calls these (through `NeuronKernels`) in the model's own
+traced code, never inside an opaque `frontier::` op, so the compiler sees the kernels themselves; each counts a call of
+its fused op when its body runs (`OP_OF`).
 
 The toolchain is found lazily and by what it offers, never by an import that succeeds (PyPI holds empty
 placeholders named torch-neuronx and nki): `find_toolchain` wants `torch_neuronx.nki_op` callable and the real
@@ -27,12 +29,12 @@ kernels' compilation by neuronx-cc.
 
 import importlib
 from dataclasses import dataclass
-from functools import cache
 from typing import Callable
 
 import torch
 
 from .nki import adamw_step_scalars, bias_grads, dense_bias
+from .tally import CALLS, LOGITS
 from .toolchain import LNC, NAME
 
 NAMESPACE = "frontier_nki"
@@ -80,6 +82,15 @@ def find_toolchain() -> tuple[Toolchain | None, str]:
 # ---------------------------------------------------------------------------------------------------- entry points
 Tensor = torch.Tensor
 
+# kernel -> the fused op (`frontier.kernels.ops`) whose call it is, as `ops.calls()` counts it: each entry point counts
+# one call of its op when its body runs (newton_schulz: one per matrix, a launch each)
+OP_OF = {"rmsnorm_fwd": "rmsnorm", "rmsnorm_bwd": "rmsnorm.backward", "rope_fwd": "rotary",
+         "rope_bwd": "rotary.backward", "mlp_fwd": "relu2_mlp", "mlp_bwd": "relu2_mlp.backward",
+         "head_ce_fwd": "head_softcap_cross_entropy", "head_ce_bias_fwd": "head_softcap_cross_entropy",
+         "head_ce_bwd": "head_softcap_cross_entropy.backward",
+         "head_ce_bias_bwd": "head_softcap_cross_entropy.backward", "newton_schulz": "newton_schulz",
+         "adamw": "adamw_step"}
+
 
 def _f32(t: Tensor, *shape) -> Tensor:
     return t.new_empty(shape, dtype=torch.float32)
@@ -90,6 +101,10 @@ def entry_points(kernel: Callable, lnc: int = LNC) -> dict[str, tuple[Callable, 
     degree `lnc`: `kernel[lnc](...)`, the explicit launch degree, so that it matches neuronx-cc's (NCC_EVRF066)."""
 
     def k(module, name):
+        """The kernel at its launch degree, counted as a call of its fused op (`OP_OF`) as it runs."""
+        CALLS[(OP_OF[name], "nki")] += 1
+        if name in ("head_ce_bwd", "head_ce_bias_bwd"):
+            CALLS[(LOGITS, "recomputed")] += 1
         return kernel(module, name)[lnc]
 
     def rmsnorm_fwd(x: Tensor, eps: float) -> Tensor:
@@ -240,12 +255,18 @@ class NeuronKernels:
             dst.copy_(new.view(dst.shape))
 
 
-@cache
+_KERNELS: list[NeuronKernels] = []  # the one registration of this process, made on first use
+
+
 def _default() -> NeuronKernels:
-    toolchain, why = find_toolchain()
-    if toolchain is None:
-        raise RuntimeError(f"--kernels nki needs torch-neuronx's nki_op and the real nki: {why}")
-    return NeuronKernels(toolchain)
+    """The registered kernels (registered on first use; a module global rather than functools.cache, so that the
+    model's traced code reads it as a constant instead of tracing into a cache wrapper)."""
+    if not _KERNELS:
+        toolchain, why = find_toolchain()
+        if toolchain is None:
+            raise RuntimeError(f"--kernels nki needs torch-neuronx's nki_op and the real nki: {why}")
+        _KERNELS.append(NeuronKernels(toolchain))
+    return _KERNELS[0]
 
 
 # the implementation's functions, as `frontier.kernels.ops` calls them (the toolchain found on first use)

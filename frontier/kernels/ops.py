@@ -22,7 +22,15 @@ its opaque custom op: the wrappers below call the plain-torch reference (forward
 `autograd.Function`) so that Inductor traces through it and fuses it with its neighbours. Such calls are counted as
 `reference (inlined into the compiled graph)` (INLINED) by `frontier::count`, a side-effecting op placed in the
 compiled graph (forward and backward), so the count is per compiled call as it runs, not guessed at trace time.
-Everywhere else (eager, CUDA and Neuron graphs, the interpreter and nki implementations) the ops stay opaque.
+Everywhere else (eager, CUDA graphs, the interpreter implementation) the ops stay opaque.
+
+The kernels visible to the Neuron compiler. For `nki` the functions below do not go through the opaque `frontier::`
+op either: they call the `nki` implementation (`frontier.kernels.neuron`) in the caller's code, forward and backward
+as an `autograd.Function`, so the registered `nki_op` ops themselves (`frontier_nki::mlp_fwd`, ...) are what
+`torch.compile(backend="neuron")` finds in the graph, each one node it lowers to its kernel (torch-neuronx exposes a
+kernel to the compiler only when the `nki_op` op is in the traced code). Each kernel counts its call in its op's body
+as it runs (`frontier.kernels.tally`), not at trace time. The `frontier::` ops still take `impl="nki"` (opcheck
+checks them), but the model never calls them with it.
 
 The head keeps tanh(logits / cap) for its backward when the logits fit `reference.KEEP_ELEMENTS` (a stated
 budget), else recomputes them in chunks; each backward counts which path ran under
@@ -33,16 +41,15 @@ it runs (`calls()`, `reset_calls()`); a run record's `implementations` are read 
 config. `frontier.kernels.check` refuses, before training, an implementation that cannot run a config.
 """
 
-from collections import Counter
 from typing import Optional
 
 import torch
 
+from .tally import CALLS as _CALLS, LOGITS
+
 IMPLEMENTATIONS = ("reference", "interpreter", "nki")
 OPS = ("rmsnorm", "rotary", "relu2_mlp", "head_softcap_cross_entropy", "newton_schulz", "adamw_step")
-_CALLS: Counter = Counter()  # (op or op.backward, implementation) -> calls
 INLINED = "reference (inlined into the compiled graph)"
-LOGITS = "head_softcap_cross_entropy_logits"  # the head's backward: "kept" or "recomputed" logits
 _TALLY = torch.zeros((), dtype=torch.int64)  # what `frontier::count` names as mutated, so no graph drops it
 
 
@@ -64,7 +71,8 @@ def backend(impl: str):
 
 
 def _run(name: str, impl: str, fn: str, *args, **kwargs):
-    _CALLS[(name, impl)] += 1
+    if impl != "nki":  # the nki kernels count their launches themselves, as they run (frontier.kernels.neuron)
+        _CALLS[(name, impl)] += 1
     return getattr(backend(impl), fn)(*args, **kwargs)
 
 
@@ -83,6 +91,13 @@ def _inlined(impl: str, *tensors) -> bool:
     """Whether this call is the reference traced into a graph being compiled for the CPU (module docstring)."""
     return (impl == "reference" and torch.compiler.is_compiling()
             and all(t.device.type == "cpu" for t in tensors if t is not None))
+
+
+def _nki():
+    """The nki implementation (`frontier.kernels.neuron`), whose functions call the registered `nki_op` ops."""
+    from . import neuron
+
+    return neuron
 
 
 def calls() -> dict[str, dict[str, int]]:
@@ -156,8 +171,23 @@ class _RMSNormInlined(torch.autograd.Function):
         return _reference().rmsnorm_bwd(x, dy, ctx.eps), None
 
 
+class _RMSNormNKI(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, eps):
+        ctx.eps = eps
+        ctx.save_for_backward(x)
+        return _nki().rmsnorm_fwd(x, eps)
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        return _nki().rmsnorm_bwd(x, dy.contiguous(), ctx.eps), None
+
+
 def rmsnorm(x: torch.Tensor, impl: str = "reference", eps: float | None = None) -> torch.Tensor:
     """x * rsqrt(mean(x^2) + eps) over the last dim; eps None = x's dtype epsilon (as F.rms_norm)."""
+    if impl == "nki":
+        return _RMSNormNKI.apply(x.contiguous(), eps)
     if _inlined(impl, x):
         return _RMSNormInlined.apply(x, eps)
     return _rmsnorm(x, eps, impl)
@@ -211,9 +241,23 @@ class _RotaryInlined(torch.autograd.Function):
         return _reference().rotary_bwd(dy, cos, sin), None, None
 
 
+class _RotaryNKI(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin):
+        ctx.save_for_backward(cos, sin)
+        return _nki().rotary_fwd(x, cos, sin)
+
+    @staticmethod
+    def backward(ctx, dy):
+        cos, sin = ctx.saved_tensors
+        return _nki().rotary_bwd(dy.contiguous(), cos, sin), None, None
+
+
 def rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, impl: str = "reference") -> torch.Tensor:
     """x (B, T, H, hd) rotated per head by each position's angles; cos, sin (>= T, hd / 2), fp32."""
     T = x.size(1)
+    if impl == "nki":
+        return _RotaryNKI.apply(x.contiguous(), cos[:T].contiguous(), sin[:T].contiguous())
     if _inlined(impl, x):
         return _RotaryInlined.apply(x, cos[:T], sin[:T])
     return _rotary(x.contiguous(), cos[:T], sin[:T], impl)
@@ -275,9 +319,23 @@ class _ReLU2MLPInlined(torch.autograd.Function):
         return _reference().relu2_mlp_bwd(x, w1, w2, dy.contiguous(), r)
 
 
+class _ReLU2MLPNKI(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, w1, w2):
+        ctx.save_for_backward(x, w1, w2)
+        return _nki().relu2_mlp_fwd(x, w1, w2)[0]
+
+    @staticmethod
+    def backward(ctx, dy):
+        x, w1, w2 = ctx.saved_tensors
+        return _nki().relu2_mlp_bwd(x, w1, w2, dy.contiguous(), None)
+
+
 def relu2_mlp(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, impl: str = "reference") -> torch.Tensor:
     """relu(x W1^T)^2 W2^T for x (..., D), W1 (F, D), W2 (D, F)."""
     x, w1, w2 = _autocast(x, w1, w2)
+    if impl == "nki":
+        return _ReLU2MLPNKI.apply(x.contiguous(), w1, w2)
     if _inlined(impl, x):
         return _ReLU2MLPInlined.apply(x.contiguous(), w1, w2)
     return _relu2_mlp(x.contiguous(), w1, w2, impl)[0]
@@ -316,7 +374,8 @@ def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tens
     bias = (bias_row, bias_tokens, bias_values, bias_dense)
     keep = kept.numel() > 0 and impl == "reference"  # a kernel recomputes whatever it is handed (the roofline
     # replays a reference call's arguments through the interpreter)
-    _CALLS[(LOGITS, "kept" if keep else "recomputed")] += 1
+    if impl != "nki":  # the nki kernel counts its own (always recomputed)
+        _CALLS[(LOGITS, "kept" if keep else "recomputed")] += 1
     if keep:
         dh, dw, drow, dvals = _run("head_softcap_cross_entropy.backward", impl, "head_ce_bwd", hidden, w, targets,
                                    lse, dloss, cap, bias, kept=kept)
@@ -392,6 +451,26 @@ class _HeadInlined(torch.autograd.Function):
         return dh, dw, None, None, drow, None, dvals, None
 
 
+class _HeadNKI(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, hidden, w, targets, cap, row, toks, vals, dense):
+        bias = (row, toks, vals, dense)
+        loss, lse = _nki().head_ce_fwd(hidden, w, targets, cap, bias)
+        ctx.cap, ctx.has = cap, tuple(t is not None for t in bias)
+        ctx.save_for_backward(hidden, w, targets, lse, *(t for t in bias if t is not None))
+        return loss
+
+    @staticmethod
+    def backward(ctx, dloss):
+        hidden, w, targets, lse, *present = ctx.saved_tensors
+        it = iter(present)
+        bias = tuple(next(it) if has else None for has in ctx.has)
+        if bias[3] is not None and ctx.needs_input_grad[7]:
+            raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
+        dh, dw, drow, dvals = _nki().head_ce_bwd(hidden, w, targets, lse, dloss.contiguous(), ctx.cap, bias)
+        return dh, dw, None, None, drow, None, dvals, None
+
+
 def head_softcap_cross_entropy(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, cap: float,
                                impl: str = "reference", bias_row=None, bias_tokens=None, bias_values=None,
                                bias_dense=None) -> torch.Tensor:
@@ -401,6 +480,9 @@ def head_softcap_cross_entropy(hidden: torch.Tensor, w: torch.Tensor, targets: t
     (evaluation). Its logits are kept for the backward when they fit the stated budget
     (`reference.KEEP_ELEMENTS`), else computed a chunk of rows at a time, forward and backward."""
     hidden, w = _autocast(hidden, w)
+    if impl == "nki":
+        return _HeadNKI.apply(hidden.contiguous(), w, targets.contiguous(), float(cap), bias_row, bias_tokens,
+                              bias_values, bias_dense)
     if _inlined(impl, hidden):
         return _HeadInlined.apply(hidden.contiguous(), w, targets.contiguous(), float(cap), bias_row, bias_tokens,
                                   bias_values, bias_dense)
@@ -421,6 +503,8 @@ def _(g, steps, impl):
 
 def newton_schulz(g: torch.Tensor, steps: int = 5, impl: str = "reference") -> torch.Tensor:
     """Muon's orthogonalisation of g (..., m, n) in g's dtype (matrices along leading dims are independent)."""
+    if impl == "nki":
+        return _nki().newton_schulz(g.contiguous(), steps)
     if _inlined(impl, g):
         _count(_TALLY, "newton_schulz", INLINED)
         return _reference().newton_schulz(g, steps)
@@ -445,6 +529,10 @@ def adamw_step(param, grad, exp_avg, exp_avg_sq, lr: float, beta1: float, beta2:
                weight_decay: float, step: float, impl: str = "reference") -> None:
     """One AdamW step of `param` in place (its moments too); `step` counts from 1. The kernel implementations
     receive the per-step values (step size, bias corrections, decay) as small tensors, never as constants."""
+    if impl == "nki":
+        _nki().adamw_step(param, grad, exp_avg, exp_avg_sq, float(lr), float(beta1), float(beta2), float(eps),
+                          float(weight_decay), float(step))
+        return
     if _inlined(impl, param):
         _count(_TALLY, "adamw_step", INLINED)
         _reference().adamw_step(param, grad, exp_avg, exp_avg_sq, float(lr), float(beta1), float(beta2), float(eps),

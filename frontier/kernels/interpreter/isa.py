@@ -243,6 +243,58 @@ def _dma(dst, src, op: str) -> None:
     m.counts.dma(src.nbytes, not src.on_chip, dst.nbytes, not dst.on_chip, m.emitting)
 
 
+_DMA_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error, name=None):
+    """dst = src with its axes permuted, by a DMA (nki.isa.dma_transpose): output axis i is source axis axes[i]; the
+    documented permutations are (1, 0), (2, 1, 0) and (3, 1, 2, 0) for 2-, 3- and 4-D tiles (the default by rank).
+    dst in SBUF, src in HBM or SBUF, the same dtype. Direct transposes only (dge_mode unknown or hwdge; hwdge with its
+    documented limits: a 2-D src of 16 rows, or a 3-/4-D one whose first dim is 1, 2, 4, 8 or 16 with
+    src.shape[0] * src.shape[-2] a multiple of 16; src.shape[-1] <= 128; a 2-byte dtype). The indirect (gather)
+    transpose of swdge needs vector offsets, outside the interpreted subset."""
+    op = "nisa.dma_transpose"
+    modes = globals()["dge_mode"]
+    if not isinstance(dge_mode, modes):
+        raise KernelError(f"{op}: dge_mode must be a nisa.dge_mode, got {dge_mode!r}")
+    if dge_mode is modes.swdge:
+        raise UnsupportedError(f"{op}: the indirect (swdge) transpose is not in the interpreted subset")
+    if dge_mode is modes.none:
+        raise KernelError(f"{op}: a direct DMA transpose takes dge_mode unknown or hwdge, got none")
+    for role, t in (("dst", dst), ("src", src)):
+        if not isinstance(t, Tensor):
+            raise KernelError(f"{op}: {role} must be a tensor, got {type(t).__name__}")
+        if t.is_psum:
+            raise LimitError(f"{op}: DMA cannot read or write PSUM ({role} is in PSUM)")
+    if not dst.on_chip:
+        raise KernelError(f"{op}: dst must be a tile in SBUF")
+    if src.ndim not in _DMA_TRANSPOSE_AXES:
+        raise KernelError(f"{op}: src must be a 2-, 3- or 4-D tile, got {src.shape}")
+    want = _DMA_TRANSPOSE_AXES[src.ndim]
+    axes = want if axes is None else tuple(axes)
+    if axes != want:
+        raise KernelError(f"{op}: axes {axes} for a {src.ndim}-D tile; the supported permutation is {want}")
+    if src.dtype != dst.dtype:
+        raise KernelError(f"{op}: src.dtype {src.dtype} must equal dst.dtype {dst.dtype}")
+    shape = tuple(src.shape[a] for a in axes)
+    if tuple(dst.shape) != shape:
+        raise KernelError(f"{op}: dst {dst.shape} must be {shape} (src {src.shape} permuted by {axes})")
+    if dge_mode is modes.hwdge:
+        s0 = src.shape[0]
+        rows_ok = s0 == 16 if src.ndim == 2 else (s0 in (1, 2, 4, 8, 16) and (s0 * src.shape[-2]) % 16 == 0)
+        if not rows_ok or src.shape[-1] > 128 or src.dtype.itemsize != 2:
+            raise LimitError(f"{op}: a hardware-DGE transpose needs src.shape[0] == 16 (2-D) or in (1, 2, 4, 8, 16) "
+                             f"with src.shape[0] * src.shape[-2] % 16 == 0 (3-/4-D), src.shape[-1] <= 128 and a "
+                             f"2-byte dtype; got {src.shape} {src.dtype}")
+    m = machine.current()
+    if not m.trace:
+        dst._np[...] = np.transpose(src._np, axes)
+        _mark(dst)
+    if not src.on_chip:
+        m.hbm_access(src, write=False)
+    m.counts.dma(src.nbytes, not src.on_chip, dst.nbytes, False, m.emitting)
+
+
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """Both physical cores of an LNC=2 kernel wait here for each other; HBM written before it is seen after it
     (lnc.py). `data` is the shared HBM tensor synchronised on; only cores=(0, 1) exists (nki.isa.core_barrier)."""
@@ -353,8 +405,10 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if perf_mode not in (None, "none", "double_row") and not isinstance(perf_mode, matmul_perf_mode):
         raise KernelError(f"{op}: perf_mode must be a nisa.matmul_perf_mode ('none' or 'double_row'), got "
                           f"{perf_mode!r}")
-    if tile_position or tile_size or is_transpose or perf_mode not in (None, "none", matmul_perf_mode.none):
-        raise UnsupportedError(f"{op}: tiling mode, transpose mode and perf modes are not in the interpreted subset")
+    if tile_position or tile_size or perf_mode not in (None, "none", matmul_perf_mode.none):
+        raise UnsupportedError(f"{op}: tiling mode and perf modes are not in the interpreted subset")
+    if is_transpose:
+        return _matmul_transpose(dst, stationary, moving, accumulate)
     _tile(stationary, "stationary", op, psum=False)
     _tile(moving, "moving", op, psum=False)
     _tile(dst, "dst", op, sbuf=False)
@@ -408,6 +462,42 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     mach.count("tensor", stationary.size, m)
     mach.count("tensor", moving.size, n)
     mach.counts.matmul_flops += 2 * k * m * n
+
+
+def _matmul_transpose(dst, stationary, moving, accumulate) -> None:
+    """nc_matmul(is_transpose=True): TensorE's transpose mode, documented as the stationary tile [K, M] loaded and an
+    identity matrix [K, K] as the moving tile, bit-accurate from NeuronCore-v3 (Trn2) on, NaN and Inf included: dst
+    [M, K] = stationary.T exactly. A moving tile that is not the identity has no documented result in this mode and is
+    refused; so is accumulating (a transpose overwrites: nc_transpose, which is this, exposes no accumulate)."""
+    op = "nisa.nc_matmul(is_transpose=True)"
+    _tile(stationary, "stationary", op, psum=False)
+    _tile(moving, "moving", op, psum=False)
+    _tile(dst, "dst", op, sbuf=False)
+    k, m = stationary.partitions, stationary.free_size
+    if moving.partitions != k or moving.free_size != k or moving.p0 != stationary.p0:
+        raise KernelError(f"{op}: moving must be the [K={k}, K={k}] identity on the stationary tile's partitions, "
+                          f"got {moving.shape}")
+    if k > MATMUL_K_MAX or m > MATMUL_M_MAX:
+        raise LimitError(f"{op}: stationary {stationary.shape} exceeds [{MATMUL_K_MAX}, {MATMUL_M_MAX}]")
+    if dst.partitions != m or dst.free_size != k:
+        raise KernelError(f"{op}: dst {dst.shape} must be [M={m}, K={k}]")
+    if accumulate:
+        raise KernelError(f"{op}: a transpose overwrites its PSUM tile (accumulate must be False or None)")
+    if not is_float(stationary.dtype) or not is_float(moving.dtype):
+        raise UnsupportedError(f"{op}: matmul inputs must be float types, got {stationary.dtype}, {moving.dtype}")
+    _within_one_bank(op, dst)
+    if not _tracing():
+        ident = moving.read().reshape(k, k)
+        if not np.array_equal(ident, np.eye(k, dtype=np.float32)):
+            raise KernelError(f"{op}: the moving tile must be the identity matrix (transpose mode)")
+        values = stationary._np.reshape(k, m).T
+        if dst.dtype != stationary.dtype:
+            values = values.astype(np.float32)  # bf16/fp16 widen to fp32 exactly; NaN and Inf carried
+        dst._np[...] = values.astype(dst.dtype).reshape(dst.shape)
+    _mark(dst, BY_MATMUL)
+    mach = machine.current()
+    mach.count("tensor", stationary.size, m)  # LoadStationary, then the identity streamed past it
+    mach.count("tensor", moving.size, k)
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
@@ -550,6 +640,45 @@ def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
         _mark(dst)
     else:
         _write(dst, op.apply(data1.read(), data2.read().reshape(data1.shape)))
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    """A scan along each partition's elements on VectorE (nki.isa.tensor_tensor_scan):
+    r[0] = op1(op0(data0[0], initial), data1[0]), r[i] = op1(op0(data0[i], r[i-1]), data1[i]); reverse0 makes data0
+    op0's right operand, reverse1 makes data1 op1's left one. `initial` a compile-time scalar or a [P, 1] tile; data0
+    and data1 the same partitions and elements per partition, not both in PSUM; computed in fp32, each step's result
+    rounded to fp32, cast to dst's dtype."""
+    name_ = "nisa.tensor_tensor_scan"
+    op0, op1 = _alu(op0, name_, "op0"), _alu(op1, name_, "op1")
+    for o in (op0, op1):
+        if o.arity != 2:
+            raise KernelError(f"{name_}: {o!r} is not a binary operator")
+    for role, t in (("dst", dst), ("data0", data0), ("data1", data1)):
+        _tile(t, role, name_)
+    if data0.is_psum and data1.is_psum:
+        raise LimitError(f"{name_}: data0 and data1 cannot both be in PSUM")
+    _lanes(name_, dst, data0, data1)
+    _same_free(name_, data0, data1)
+    _same_free(name_, dst, data0)
+    if isinstance(initial, Tensor):
+        _tile(initial, "initial", name_)
+        _lanes(name_, data0, initial)
+        if initial.free_size != 1:
+            raise KernelError(f"{name_}: initial must hold one element per partition, got {initial.shape}")
+    _count("vector", data0)
+    if _tracing():
+        _mark(dst)
+        return
+    p = data0.partitions
+    a, b = data0.read().reshape(p, -1), data1.read().reshape(p, -1)
+    prev = (initial.read().reshape(p) if isinstance(initial, Tensor)
+            else np.full(p, np.float32(initial), dtype=np.float32))
+    out = np.empty_like(a)
+    for i in range(a.shape[1]):
+        x = op0.apply(prev, a[:, i]) if reverse0 else op0.apply(a[:, i], prev)
+        prev = op1.apply(b[:, i], x) if reverse1 else op1.apply(x, b[:, i])
+        out[:, i] = prev
+    _write(dst, out)
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,

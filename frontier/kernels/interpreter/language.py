@@ -3,7 +3,8 @@
 Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buffers (sbuf, psum, hbm = private_hbm,
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
 affine_range / sequential_range / static_range (= range: unrolled), fori_loop (compiled loops, below),
-the operators of ops.py, called as values for `op=` or as elementwise functions. The elementwise calls take tiles of
+the operators of ops.py, called as values for `op=` or as elementwise functions, nl.sum / max / min, nl.transpose,
+nl.matmul(transpose_x=True), nl.broadcast_to. The elementwise calls take tiles of
 one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
 refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
 "nl.power(tile, scalar) is not supported").
@@ -282,6 +283,28 @@ def max(x, axis, dtype=None, keepdims=False):  # noqa: A001
 
 def min(x, axis, dtype=None, keepdims=False):  # noqa: A001
     return _reduce("min", x, axis, dtype, keepdims)
+
+
+def broadcast_to(x, shape, dtype=None):
+    """nl.broadcast_to (experimental in NKI 0.7): x (SBUF or PSUM) broadcast to `shape` by NumPy's rules, the same
+    rank, each dim equal or broadcast from 1 (the partition dim included: [1, F] -> [P, F]); x itself when the shape
+    is already x's and no other dtype is asked for, else a new SBUF tile. How the compiler lowers it is not
+    documented; it is counted as one VectorE instruction over the output."""
+    if not isinstance(x, Tensor) or not x.on_chip:
+        raise KernelError(f"nl.broadcast_to takes a tile in SBUF or PSUM, got {x!r}")
+    shape = tuple(int(s) for s in shape)
+    if len(shape) != x.ndim or any(a != b and a != 1 for a, b in zip(x.shape, shape)):
+        raise KernelError(f"nl.broadcast_to: {x.shape} cannot broadcast to {shape} (same rank; each dim equal or 1)")
+    if shape == tuple(x.shape) and (dtype is None or np.dtype(dtype) == x.dtype):
+        return x
+    out = ndarray(shape, dtype or x.dtype, sbuf)
+    m = machine.current()
+    m.count("vector", out.size, out.free_size)
+    if not m.trace:
+        isa._write(out, np.broadcast_to(x.read(), shape))
+    else:
+        isa._mark(out)
+    return out
 
 
 def transpose(x, dtype=None):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import isa, language
+from . import isa, language, nki_typing
 from .counts import Counts
 from .errors import KernelError, UnsupportedError
 from .lnc import Group
@@ -71,20 +71,23 @@ NKI = types.ModuleType("nki", "The interpreter's stand-in for nki (bound only in
 NKI.jit = jit
 NKI.language = language
 NKI.isa = isa
+NKI.typing = nki_typing
 NKI.__version__ = "interpreter"
-_SUBMODULES = {"nki.language": language, "nki.isa": isa}
+_SUBMODULES = {"nki.language": language, "nki.isa": isa, "nki.typing": nki_typing}
 
 
 def _importer(top):
-    """An `__import__` answering nki, nki.language and nki.isa with `top` and the interpreter's submodules."""
-    package = types.SimpleNamespace(language=language, isa=isa)  # what `import nki.isa as nisa` walks through
+    """An `__import__` answering nki, nki.language, nki.isa and nki.typing with `top` and the interpreter's
+    submodules."""
+    package = types.SimpleNamespace(language=language, isa=isa, typing=nki_typing)  # `import nki.isa as nisa` walks it
 
     def _import(name, globals=None, locals=None, fromlist=(), level=0):
         if level == 0 and (name == "nki" or name.startswith("nki.")):
             if name == "nki":
                 return top
             if name not in _SUBMODULES:
-                raise UnsupportedError(f"{name} is not in the interpreted subset (nki, nki.language, nki.isa)")
+                raise UnsupportedError(f"{name} is not in the interpreted subset "
+                                       "(nki, nki.language, nki.isa, nki.typing)")
             return _SUBMODULES[name] if fromlist else package
         return builtins.__import__(name, globals, locals, fromlist, level)
 
@@ -103,7 +106,7 @@ def load(target: str | Path, nki: types.ModuleType | None = None) -> types.Modul
     module = types.ModuleType(name)
     module.__file__ = str(path)
     module.__builtins__ = {**vars(builtins), "__import__": _importer(nki or NKI)}
-    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), module.__dict__)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True), module.__dict__)
     return module
 
 
