@@ -157,10 +157,7 @@ BEST_EAGER = get_recipe("best").derive("best-eager", "the best recipe, not compi
 @pytest.mark.parametrize("recipe,head", [
     ("compile", ""),
     (BEST_EAGER, "_bias"),
-    pytest.param("best", "_bias", marks=pytest.mark.xfail(
-        strict=True, raises=torch._dynamo.exc.Unsupported,
-        reason="the n-gram bias runs outside the graph (torch.compiler.disable in frontier.model.ngram), which "
-               "the neuron backend's fullgraph=True compile (frontier.train.compile) refuses")),
+    ("best", "_bias"),
 ], ids=["compile", "best-eager", "best"])
 def test_a_trn2_dry_run_trains_through_the_stand_in_like_the_reference(standin_neuron, smoke_data, tmp_path, recipe,
                                                                        head):
@@ -168,8 +165,8 @@ def test_a_trn2_dry_run_trains_through_the_stand_in_like_the_reference(standin_n
     as the neuron backend compiles it (fullgraph) with graphs that hold the nki ops, the interpreter running them at
     LNC=2, the optimiser's Newton-Schulz and AdamW kernels; its losses against `--kernels reference` on the same
     device. Recipe `compile` (the baseline compiled); `best` (bigram, n-gram mix and EMA: the head kernels take the
-    bias) eager, since compiled it does not trace as one graph (the xfail: its first run, the reference's, stops
-    there, so the model, not the kernels, is why)."""
+    bias) eager and compiled (its n-gram bias an eager island beside the graph, as `frontier.train.compile` allows
+    on the neuron backend)."""
     from frontier.train.trainer import train
 
     device, graphs = standin_neuron

@@ -30,7 +30,11 @@ def compile_model(model: torch.nn.Module, device: DeviceInfo) -> torch.nn.Module
     if device.compile_backend is None:
         raise RuntimeError(f"the {device.backend} backend cannot torch.compile; use a recipe without compilation")
     if device.compile_backend == "neuron":
-        return torch.compile(model, backend="neuron", fullgraph=True, dynamic=False)
+        # One graph, or the compile fails: a graph break would leave work off the device's compiled graph. The one
+        # island allowed is the n-gram bias, eager by design (`frontier.model.ngram`: it hashes token ids).
+        inner = getattr(model, "module", model)  # under DDP, the model itself
+        fullgraph = getattr(inner, "ngram", None) is None
+        return torch.compile(model, backend="neuron", fullgraph=fullgraph, dynamic=False)
     return torch.compile(model, backend=device.compile_backend, dynamic=False)
 
 
