@@ -93,12 +93,21 @@ def score_run(model: torch.nn.Module, ema: WeightEMA | None, cfg: RunConfig, dat
         with ema.applied(mix):
             declared = score_model(model, cfg, dataset, device)
     return {**declared, "val_bpb_live": live["val_bpb"], "val_loss_live": live["val_loss"],
-            "val_bpb_ema": averaged["val_bpb"], "val_loss_ema": averaged["val_loss"]}
+            "val_bpb_ema": averaged["val_bpb"], "val_loss_ema": averaged["val_loss"],
+            **({"test_bpb_live": live["test_bpb"], "test_bpb_ema": averaged["test_bpb"]} if "test_bpb" in live else {})}
 
 
 def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo) -> dict:
     """val_bpb of `model` on the whole validation split, as `cfg` says to evaluate (never charged), with its bits
-    and bytes per validation document (`val_by_document`)."""
-    return evaluate_bpb_by_document(model, dataset.val_tokens(), dataset.tokenizer, cfg.train.seq_len,
-                                    cfg.train.eval_batch_size, device.device, cfg.train.bpb_convention,
-                                    device.autocast())
+    and bytes per validation document (`val_by_document`); where the data has a test split, the same for it beside
+    (`test_bpb`, `test_loss`, `test_tokens`, `test_bytes`, `test_by_document`): reported, never chosen on."""
+    score = _score_split(model, cfg, dataset.val_tokens(), dataset, device)
+    if getattr(dataset, "has_test", False):
+        test = _score_split(model, cfg, dataset.test_tokens(), dataset, device)
+        score.update({"test_" + k[len("val_"):]: v for k, v in test.items() if k.startswith("val_")})
+    return score
+
+
+def _score_split(model, cfg: RunConfig, tokens, dataset: Dataset, device: DeviceInfo) -> dict:
+    return evaluate_bpb_by_document(model, tokens, dataset.tokenizer, cfg.train.seq_len, cfg.train.eval_batch_size,
+                                    device.device, cfg.train.bpb_convention, device.autocast())

@@ -203,6 +203,7 @@ class Run:
             "compile_s": clock.compile_s if self.cfg.train.compile else None,
             "max_charged_step_s": clock.max_charged_step_s, "steps": clock.steps,
             "charged_steps": clock.charged_steps, "tokens": clock.steps * self.tokens_per_step,
+            "epochs": clock.steps * self.tokens_per_step / max(self.base["data"]["train_tokens"], 1),  # of the split
             "tokens_per_s": clock.tokens_per_s(self.tokens_per_step) or None,
             "tokens_per_wall_s": clock.tokens_per_wall_s(self.tokens_per_step) or None,
             "probe": self.probe_record(), "compile": self.watch.summary(),
