@@ -48,11 +48,15 @@ def cache_dir() -> Path:
     return Path(base) / "frontier"
 
 
-def split_of(text: str, seed: int, val_fraction: float) -> tuple[str, float]:
-    """Deterministic document-level split: a document goes to val when its seeded hash falls below the fraction."""
+def split_of(text: str, seed: int, val_fraction: float, test_fraction: float = 0.0) -> tuple[str, float]:
+    """Deterministic document-level split: a document goes to val when its seeded hash u falls below
+    `val_fraction`, to test when u falls in [val_fraction, val_fraction + test_fraction), else to train (without a
+    test split, val and train as they always were)."""
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8, key=str(seed).encode()).digest()
     u = int.from_bytes(digest, "little") / 2**64
-    return ("val" if u < val_fraction else "train"), u
+    if u < val_fraction:
+        return "val", u
+    return ("test" if u < val_fraction + test_fraction else "train"), u
 
 
 # ----------------------------------------------------------------------------- sources
