@@ -24,15 +24,15 @@ from ..data.dataset import split_of
 from ..errors import UserError
 from .compressors import _ppmd, _xz, conditional_bpb
 
-# name -> (what it is, its documents, the audit's threshold)
+# name -> what it is (its documents: `candidate_documents`; its audit's threshold: `THRESHOLDS`, else the default)
 CANDIDATES = {
     "embedded": "the embedded corpus: pydoc topics and the standard library's long docstrings",
     "docstrings": "the long docstrings of torch, scipy, sympy, numpy, matplotlib, networkx (the docstrings corpus)",
     "docstrings-no-audit": "the docstrings corpus, the audit measured but nothing moved",
-    "docstrings-audit-0.2": "the docstrings corpus, held-out documents moved at 0.2 overlap",
+    "docstrings-audit-0.5": "the docstrings corpus, held-out documents moved at 0.5 overlap",
     "docstrings-no-examples": "the docstrings corpus without its doctest examples (prompts and their output)",
 }
-THRESHOLDS = {"docstrings-no-audit": 1.01, "docstrings-audit-0.2": 0.2}
+THRESHOLDS = {"docstrings-no-audit": 1.01, "docstrings-audit-0.5": 0.5}
 
 
 def candidate_documents(name: str) -> list[corpus.Document]:
@@ -108,3 +108,33 @@ def run_corpus_candidates(names=tuple(CANDIDATES), val_fraction: float = 0.05, t
     body = {"inputs": pinned, "rows": rows}
     return records.bench_record("corpus-candidates", arguments, None,
                                 "frontier.study.corpus_candidates.run_corpus_candidates", body, path, cpu=True)
+
+
+def run_prepare_record(corpus_name: str = "docstrings", vocab_size: int = 1024, out: str | Path | None = None,
+                       log=print) -> dict:
+    """Prepare a named corpus into a temporary folder as `frontier prepare --corpus NAME` does, timed, and record
+    what it made (kind `corpus-prepare`): the seconds taken, documents, bytes and tokens of each split, bytes per
+    token, the audit and the sources (its hash); the folder is removed afterwards."""
+    import json
+    import shutil
+    import tempfile
+
+    from ..data.dataset import prepare
+
+    arguments = {"corpus_name": corpus_name, "vocab_size": vocab_size}
+    path = records.new_record_path(out, "corpus-prepare", [corpus_name, f"v{vocab_size}"]) if out is not None else None
+    work = Path(tempfile.mkdtemp(prefix="frontier-prepare-"))
+    try:
+        t0 = time.perf_counter()
+        ds = prepare(work / "data", corpus_name=corpus_name, vocab_size=vocab_size, log=log)
+        seconds = time.perf_counter() - t0
+        m = json.loads((ds.folder / "manifest.json").read_text())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    splits = {s: {k: m[s][k] for k in ("documents", "bytes", "tokens")} for s in ("train", "val", "test") if s in m}
+    for s in splits.values():
+        s["bytes_per_token"] = round(s["bytes"] / max(1, s["tokens"] - s["documents"]), 4)  # BOS not counted
+    body = {"prepare_s": round(seconds, 1), "splits": splits, "audit": m.get("audit"), "sources": m["sources"],
+            "split": m["split"], "tokenizer": {k: m["tokenizer"][k] for k in ("vocab_size", "sha256")}}
+    return records.bench_record("corpus-prepare", arguments, None,
+                                "frontier.study.corpus_candidates.run_prepare_record", body, path, cpu=True)
