@@ -173,3 +173,20 @@ def test_the_docstrings_corpus_is_the_pinned_text():
     docs = corpus.docstring_documents()
     assert corpus.documents_sha256(docs) == corpus.PINNED_SHA256["docstrings"]
     assert len(docs) > 2500 and sum(len(d.text.encode()) for d in docs) > 15_000_000
+
+
+def test_pyproject_pins_the_packages_the_corpus_is_pinned_to():
+    import tomllib
+    from pathlib import Path
+
+    from frontier.data.dataset import embedded_folder_name
+
+    meta = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    extras = meta["project"]["optional-dependencies"]
+    pins = dict(p.split("==") for p in extras["corpus"])
+    assert pins == {n: v for n, v in corpus.DOCSTRING_PACKAGES if n != "torch"}  # torch: the Makefile's TORCH
+    assert set(extras["corpus"]) <= set(extras["dev"])  # what `make venv` installs
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    assert f"torch=={dict(corpus.DOCSTRING_PACKAGES)['torch']}" in makefile
+    assert embedded_folder_name(1024, "docstrings") == "docstrings-v1024"  # the same under every Python
+    assert embedded_folder_name(1024, "embedded", python="3.11.7") == "embedded-py3.11.7-v1024"

@@ -484,8 +484,11 @@ def embedded_dataset(vocab_size: int, log: Callable[[str], None] = print, root: 
 def embedded_folder_name(vocab_size: int, corpus_name: str = "embedded", max_bytes: int | None = None,
                          python: str | None = None) -> str:
     """The name of the folder `embedded_dataset` prepares a named corpus in (under Python `python`, default this
-    one: the embedded corpus is read from its standard library)."""
+    one: the embedded corpus is read from its standard library; a pinned corpus, `corpus.PINNED_SHA256`, is the
+    same under every Python and its name says none)."""
     cut = f"-b{max_bytes}" if max_bytes else ""
+    if corpus_name in corpus.PINNED_SHA256:
+        return f"{corpus_name}-v{vocab_size}{cut}"
     return f"{corpus_name}-py{python or sys.version.split()[0]}-v{vocab_size}{cut}"
 
 

@@ -31,6 +31,7 @@ CANDIDATES = {
     "docstrings-no-audit": "the docstrings corpus, the audit measured but nothing moved",
     "docstrings-audit-0.5": "the docstrings corpus, held-out documents moved at 0.5 overlap",
     "docstrings-no-examples": "the docstrings corpus without its doctest examples (prompts and their output)",
+    "docstrings-installed": "the docstrings rule on every package installed beside the six (their versions unpinned)",
 }
 THRESHOLDS = {"docstrings-no-audit": 1.01, "docstrings-audit-0.5": 0.5}
 
@@ -38,10 +39,20 @@ THRESHOLDS = {"docstrings-no-audit": 1.01, "docstrings-audit-0.5": 0.5}
 def candidate_documents(name: str) -> list[corpus.Document]:
     if name == "embedded":
         return corpus.embedded_documents()
+    if name == "docstrings-installed":
+        return corpus.docstring_documents(corpus.DOCSTRING_PACKAGES + tuple((n, None) for n in installed_packages()))
     docs = corpus.docstring_documents()
     if name == "docstrings-no-examples":
         docs = [corpus.Document(t, d.source) for d in docs if (t := corpus.without_examples(d.text))]
     return docs
+
+
+def installed_packages() -> list[str]:
+    """The other top-level packages installed where numpy is (folders with an `__init__.py`), sorted by name."""
+    site = corpus.package_root("numpy").parent
+    six = {n for n, _ in corpus.DOCSTRING_PACKAGES}
+    return sorted(p.name for p in site.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+                  and p.name not in six and p.name.isidentifier())
 
 
 def measure(name: str, docs: list[corpus.Document], val_fraction: float, test_fraction: float, seed: int,
@@ -111,17 +122,19 @@ def run_corpus_candidates(names=tuple(CANDIDATES), val_fraction: float = 0.05, t
 
 
 def run_prepare_record(corpus_name: str = "docstrings", vocab_size: int = 1024, out: str | Path | None = None,
-                       log=print) -> dict:
+                       reads: list[str] | None = None, log=print) -> dict:
     """Prepare a named corpus into a temporary folder as `frontier prepare --corpus NAME` does, timed, and record
     what it made (kind `corpus-prepare`): the seconds taken, documents, bytes and tokens of each split, bytes per
-    token, the audit and the sources (its hash); the folder is removed afterwards."""
+    token, the audit and the sources (its hash); the folder is removed afterwards. `reads`: run folders whose
+    records' training tokens are set against the new training split (`epochs`: the share of it such a run reads;
+    `max_epochs` the largest)."""
     import json
     import shutil
     import tempfile
 
     from ..data.dataset import prepare
 
-    arguments = {"corpus_name": corpus_name, "vocab_size": vocab_size}
+    arguments = {"corpus_name": corpus_name, "vocab_size": vocab_size, "reads": reads}
     path = records.new_record_path(out, "corpus-prepare", [corpus_name, f"v{vocab_size}"]) if out is not None else None
     work = Path(tempfile.mkdtemp(prefix="frontier-prepare-"))
     try:
@@ -134,7 +147,16 @@ def run_prepare_record(corpus_name: str = "docstrings", vocab_size: int = 1024, 
     splits = {s: {k: m[s][k] for k in ("documents", "bytes", "tokens")} for s in ("train", "val", "test") if s in m}
     for s in splits.values():
         s["bytes_per_token"] = round(s["bytes"] / max(1, s["tokens"] - s["documents"]), 4)  # BOS not counted
-    body = {"prepare_s": round(seconds, 1), "splits": splits, "audit": m.get("audit"), "sources": m["sources"],
+    read = []
+    for run in reads or []:
+        rec = records.load_record(run)
+        read.append({"run": str(run), "recipe": rec.get("recipe"), "steps": rec.get("steps"), "tokens": rec.get("tokens"),
+                     "epochs": round(rec["tokens"] / splits["train"]["tokens"], 4)})
+    if read:
+        read = {"runs": read, "max_tokens": max(r["tokens"] for r in read),
+                "max_epochs": max(r["epochs"] for r in read),
+                "train_tokens_over_max": round(splits["train"]["tokens"] / max(r["tokens"] for r in read), 3)}
+    body = {"prepare_s": round(seconds, 1), "splits": splits, "reads": read or None, "audit": m.get("audit"), "sources": m["sources"],
             "split": m["split"], "tokenizer": {k: m["tokenizer"][k] for k in ("vocab_size", "sha256")}}
     return records.bench_record("corpus-prepare", arguments, None,
                                 "frontier.study.corpus_candidates.run_prepare_record", body, path, cpu=True)
