@@ -190,3 +190,29 @@ def test_pyproject_pins_the_packages_the_corpus_is_pinned_to():
     assert f"torch=={dict(corpus.DOCSTRING_PACKAGES)['torch']}" in makefile
     assert embedded_folder_name(1024, "docstrings") == "docstrings-v1024"  # the same under every Python
     assert embedded_folder_name(1024, "embedded", python="3.11.7") == "embedded-py3.11.7-v1024"
+
+
+def test_the_prepare_command_takes_a_test_fraction_and_a_hash_to_accept(tmp_path, corpus_dir, val_dir, capsys,
+                                                                         monkeypatch):
+    from test_cli import assert_one_line_error, main_cli
+
+    code, out, err = main_cli(capsys, "prepare", "--out", str(tmp_path / "a"), "--text", str(corpus_dir),
+                              "--vocab-size", "300", "--test-fraction", "0.1")
+    assert code == 0, err
+    ds = Dataset(tmp_path / "a")
+    assert f"test {ds.manifest['test']['tokens']:,} tokens" in out and ds.manifest["audit"]["shingle_words"] == 13
+    code, out, err = main_cli(capsys, "prepare", "--out", str(tmp_path / "b"), "--text", str(corpus_dir),
+                              "--val-text", str(val_dir), "--test-fraction", "0.1")
+    assert_one_line_error(code, err, "--test-fraction was given with --val-text")
+    rng = random.Random(3)
+    docs = [corpus.Document(_doc(rng, 200), f"docstrings:fake/{i}.py") for i in range(30)]
+    monkeypatch.setattr(corpus, "docstring_documents", lambda packages=None: docs)
+    code, out, err = main_cli(capsys, "prepare", "--out", str(tmp_path / "c"), "--corpus", "docstrings",
+                              "--vocab-size", "300")
+    sha = corpus.documents_sha256(docs)
+    assert_one_line_error(code, err, sha, corpus.PINNED_SHA256["docstrings"], f"--accept-corpus-hash {sha}")
+    code, out, err = main_cli(capsys, "prepare", "--out", str(tmp_path / "c"), "--corpus", "docstrings",
+                              "--vocab-size", "300", "--accept-corpus-hash", sha, "--val-fraction", "0.15",
+                              "--test-fraction", "0.15")
+    assert code == 0, err
+    assert Dataset(tmp_path / "c").manifest["sources"]["pinned"]["accepted_sha256"] == sha
