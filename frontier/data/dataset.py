@@ -3,8 +3,9 @@
 A dataset folder holds `tokenizer.model`, `train_000000.bin ...`, `val_000000.bin ...`, where it has one
 `test_000000.bin ...`, and `manifest.json` (input hashes, documents, bytes and tokens per split, tokenizer settings,
 and with a test split the near-duplicate audit: `frontier.data.audit`). Folders without a test split (all of them
-before test splits existed) open as before; only asking for their test split is an error. Preparing streams the documents twice
-(once to split them and train the tokenizer on a sample of the train split, once to tokenize them), so inputs
+before test splits existed) open as before; only asking for their test split is an error. Preparing streams the
+documents twice (once to split them and train the tokenizer on a sample of the train split, once to tokenize
+them; with a test split once more in between, the training documents past the held-out ones' shingles), so inputs
 of hundreds of MB never sit in memory whole. The folder is written under a temporary name and renamed at the end:
 a failed `prepare` leaves nothing half-written, and an existing dataset is never overwritten.
 

@@ -32,13 +32,20 @@ CANDIDATES = {
     "docstrings-audit-0.5": "the docstrings corpus, held-out documents moved at 0.5 overlap",
     "docstrings-no-examples": "the docstrings corpus without its doctest examples (prompts and their output)",
     "docstrings-installed": "the docstrings rule on every package installed beside the six (their versions unpinned)",
+    "docstrings-wide": "the six and the twelve other installed packages with the most docstring text (`WIDE_EXTRA`)",
 }
+# The installed packages after the six with 100 KB or more of long docstrings (pip and setuptools left out: the
+# set-up upgrades or bootstraps them, unpinned).
+WIDE_EXTRA = ("mpl_toolkits", "fontTools", "mpmath", "PIL", "pyparsing", "IPython", "tornado", "prompt_toolkit",
+              "pygments", "babel", "fsspec", "click")
 THRESHOLDS = {"docstrings-no-audit": 1.01, "docstrings-audit-0.5": 0.5}
 
 
 def candidate_documents(name: str) -> list[corpus.Document]:
     if name == "embedded":
         return corpus.embedded_documents()
+    if name == "docstrings-wide":
+        return corpus.docstring_documents(corpus.DOCSTRING_PACKAGES + tuple((n, None) for n in WIDE_EXTRA))
     if name == "docstrings-installed":
         return corpus.docstring_documents(corpus.DOCSTRING_PACKAGES + tuple((n, None) for n in installed_packages()))
     docs = corpus.docstring_documents()
