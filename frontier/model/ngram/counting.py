@@ -162,21 +162,6 @@ def _tail_masks(S: int, dtype) -> np.ndarray:
     return np.array([sum(1 << (8 * s) for s in range(S - k, S)) for k in range(S + 1)], dtype=dtype)
 
 
-def _take_rows(table: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """`np.take(table, rows, axis=0)` for a C-contiguous (R, S) int64 table, each row taken as one S * 8-byte item
-    (about twice as fast as taking along an axis); other tables along the axis."""
-    if not table.flags.c_contiguous or table.dtype != np.int64:
-        return np.take(table, rows, axis=0)
-    S = table.shape[1]
-    return np.take(table.view(np.dtype((np.void, 8 * S))).reshape(-1), rows).view(np.int64).reshape(-1, S)
-
-
-def _add_at_distinct(flat: np.ndarray, idx: np.ndarray, values: np.ndarray) -> None:
-    """`flat[idx] += values` for distinct `idx`, as one gather and one scatter (`np.take`, `np.put`: several times
-    faster than the indexed in-place add)."""
-    np.put(flat, idx, np.take(flat, idx) + values)
-
-
 def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np.ndarray) -> None:
     """`_update_slots` in NumPy, for distinct (row, token) pairs sorted by row, then token (as `_sorted_counts`
     gives them): continuations already in a slot add their counts; new ones fill a row's empty slots best first;
@@ -185,7 +170,7 @@ def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np
     (the original re-ranks what is left each round, which is the same ranking, shifted)."""
     S = slots.shape[1]
     flat = slots.reshape(-1)
-    st = _take_rows(slots, rows) >> 32  # (n, S): the tokens in each pair's slots
+    st = np.take(slots, rows, axis=0) >> 32  # (n, S): the tokens in each pair's slots
     match, empty = st == tok[:, None], st < 0
     j = match.argmax(1)  # the slot holding the token, where one does
     packed = _packed(empty)  # a row's S flags as one integer, where S is 1, 2, 4 or 8
@@ -195,7 +180,7 @@ def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np
         found, n_empty = _packed(match) != 0, np.bitwise_count(packed).astype(np.int64)
     fi = np.flatnonzero(found)
     if len(fi):
-        _add_at_distinct(flat, rows[fi] * S + j[fi], c[fi])  # one slot per (row, token): no duplicates
+        flat[rows[fi] * S + j[fi]] += c[fi]  # one slot per (row, token): no duplicates
     nf = np.flatnonzero(~found)
     if len(nf) == 0:
         return
@@ -228,7 +213,7 @@ def _update_slots_np(slots: np.ndarray, rows: np.ndarray, tok: np.ndarray, c: np
         if len(w) == 0:
             break
         w_rows, w_tok, w_c = rows[w], tok[w], c[w]
-        counts = _take_rows(slots, w_rows) & LOW
+        counts = np.take(slots, w_rows, axis=0) & LOW
         j = counts.argmin(1)
         enter = w_c > counts[np.arange(len(w)), j]
         flat[w_rows[enter] * S + j[enter]] = (w_tok[enter] << 32) | w_c[enter]
@@ -246,10 +231,10 @@ def _count_group(pairs: np.ndarray, V: int, g: int, seen_log2: int, seen: np.nda
     else:
         ctx, tok = keys // V, keys % V
     seen_at = _bucket_np(keys * 2 + g, seen_log2)
-    new = ~np.take(seen, seen_at)
-    np.put(seen, seen_at, True)
+    new = ~seen[seen_at]
+    seen[seen_at] = True
     starts = _starts(ctx)  # keys sorted: each context's pairs are a segment
-    _add_at_distinct(ctx_table, ctx[starts], np.add.reduceat(counts + (new.astype(np.int64) << 32), starts))  # totals | types
+    ctx_table[ctx[starts]] += np.add.reduceat(counts + (new.astype(np.int64) << 32), starts)  # totals | types
     _update_slots_np(slots, ctx, tok, counts)
 
 
