@@ -47,10 +47,12 @@ def cmd_prepare(a) -> int:
                          max_share=EARLIER_RULE.max_share if a.char_share is None else a.char_share)
     ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
                  seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus,
-                 corpus_bytes=None if a.text else profile.corpus_bytes, characters=rule)
+                 corpus_bytes=None if a.text else profile.corpus_bytes, characters=rule,
+                 test_fraction=a.test_fraction, accept_corpus_hash=a.accept_corpus_hash)
     m = ds.manifest
+    test = f", test {m['test']['tokens']:,} tokens, test bytes {m['test']['bytes']:,}" if ds.has_test else ""
     print(f"dataset: {ds.folder} (vocabulary {ds.vocab_size}, train {m['train']['tokens']:,} tokens, "
-          f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,})")
+          f"val {m['val']['tokens']:,} tokens, val bytes {m['val']['bytes']:,}{test})")
     return 0
 
 
@@ -227,10 +229,16 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--out", required=True, help="the dataset folder to create (must not exist or be empty)")
     s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the embedded corpus")
     s.add_argument("--corpus", default="embedded", choices=CORPORA,
-                   help="without --text, which corpus every Python carries: embedded (prose about Python, the default) "
-                        "or stdlib-source (the standard library's own source code)")
+                   help="without --text, which named corpus: embedded (prose about Python, the default), "
+                        "stdlib-source (the standard library's own source code) or docstrings (the long docstrings "
+                        "of six pinned packages, ~19 MB, with a test split; docs/corpus.md)")
     s.add_argument("--val-text", action="append", metavar="PATH", help="documents for the validation split (repeatable); default: a deterministic split of --text")
     s.add_argument("--val-fraction", type=float, default=0.05, help="share of documents held out when there is no --val-text (default 0.05)")
+    s.add_argument("--test-fraction", type=float, metavar="SHARE",
+                   help="share of documents held out as a test split, with the near-duplicate audit (default: the "
+                        "corpus's: 0.05 for docstrings, none for embedded, stdlib-source and --text)")
+    s.add_argument("--accept-corpus-hash", metavar="SHA256",
+                   help="accept a pinned corpus (docstrings) read with this content hash instead of the pinned one")
     s.add_argument("--profile", default="cpu", help="whose vocabulary is the default: smoke 512, cpu 1024, gpu and trn2 "
                                                     "8192 (default cpu)")
     s.add_argument("--vocab-size", type=int, help="tokenizer vocabulary, exactly (default: the profile's, stepped down "

@@ -21,6 +21,7 @@ thread).
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from pathlib import Path
@@ -75,16 +76,20 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
     ng = cfg.model.ngram if check_bits is None else dataclasses.replace(cfg.model.ngram, check_bits=check_bits)
     shards, seq_len, V = dataset.train_tokens(), cfg.train.seq_len, cfg.model.vocab_size
     seconds = {v: [] for v in variants}
+    cpu_seconds = {v: [] for v in variants}  # the process's CPU time (every thread's): what load does not stretch
+    load_before = os.getloadavg()
     identical, tokens, table_mib = None, 0, 0.0
     for r in range(repeats):
         models = {}
         for v in variants:
             m = NGramMix(ng, V)
+            cpu0 = time.process_time()
             if v == "torch":
                 seconds[v].append(_count(m._observe_torch, shards, seq_len, ng.folds, windows_per_call))
             else:
                 threads = 1 if v == "numpy-serial" else None
                 seconds[v].append(m.count_tokens(shards, seq_len, windows_per_call, threads=threads))
+            cpu_seconds[v].append(time.process_time() - cpu0)
             models[v], tokens, table_mib = m, int(m.counted.sum()), m.table_mib()
         if r == 0 and len(variants) > 1:
             first = models[variants[0]]
@@ -93,7 +98,7 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
     rows = []
     for v in variants:
         rates = [tokens / s for s in seconds[v]]
-        rows.append({"variant": v, "seconds": seconds[v], "tokens_per_s": rates,
+        rows.append({"variant": v, "seconds": seconds[v], "cpu_seconds": cpu_seconds[v], "tokens_per_s": rates,
                      "tokens_per_s_min": min(rates), "tokens_per_s_median": statistics.median(rates),
                      "tokens_per_s_max": max(rates)})
     base = rows[-1]["tokens_per_s_median"]  # the last variant (torch, when both run) is the reference
@@ -103,7 +108,8 @@ def run_ngram_bench(profile: str = "cpu", recipe: str = "ngram", check_bits: int
         "bench-ngram", arguments, command, f"{__name__}.run_ngram_bench",
         {"profile": prof.name, "recipe": recipe, "ngram": dataclasses.asdict(ng), "vocab_size": V, "seq_len": seq_len,
          "windows_per_call": windows_per_call, "tokens": tokens, "table_mib": table_mib,
-         "torch_threads": torch.get_num_threads(), "repeats": repeats, "rows": rows, "identical": identical},
+         "torch_threads": torch.get_num_threads(), "repeats": repeats, "rows": rows, "identical": identical,
+         "load_average_1min": {"before": load_before[0], "after": os.getloadavg()[0]}},
         path, cpu=True)
 
 
