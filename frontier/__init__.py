@@ -9,8 +9,8 @@ The rooms, each a subpackage with its own docstring:
       train/    trainer run step checkpoint evaluate cost clock probes       a run under a budget, and its score
                 compile distributed ema bpb
       kernels/  ops reference interpreted neuron toolchain nki/ interpreter/ the fused ops and their implementations
-      study/    cli bench* bench_records costs workers ngram_orders roofline census compressors compare replay
-                experiments ladder book report                              the studies, and the book's machinery
+      study/    cli bench* bench_records costs corpus_candidates workers ngram_orders roofline census
+                compressors compare replay experiments ladder book report   the studies, and the book's machinery
 
 One rule makes it a design: nothing in data, model, optim, train or kernels imports study, and kernels imports
 nothing but config, devices and errors (tests/test_layout.py checks every import).

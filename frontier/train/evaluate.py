@@ -77,32 +77,33 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None = None, device: De
 def score_run(model: torch.nn.Module, ema: WeightEMA | None, cfg: RunConfig, dataset: Dataset,
               device: DeviceInfo) -> dict:
     """`score_model` of the weights the config declares. With an EMA: mix * EMA + (1 - mix) * live, and beside it
-    `val_bpb_live`, `val_loss_live` (the live weights) and `val_bpb_ema`, `val_loss_ema` (the EMA alone); the
-    model holds its live weights again afterwards. Without one: the live weights, nothing added."""
-    live = score_model(model, cfg, dataset, device)
+    `val_bpb_live`, `val_loss_live` (the live weights) and `val_bpb_ema`, `val_loss_ema` (the EMA alone), on
+    validation only (the test split scores the declared weights alone); the model holds its live weights again
+    afterwards. Without one: the live weights, nothing added."""
     if ema is None:
-        return live
-    with ema.applied(1.0):
-        averaged = score_model(model, cfg, dataset, device)
+        return score_model(model, cfg, dataset, device)
     mix = ema.cfg.mix
-    if mix == 1.0 or ema.shadow is None:
-        declared = averaged
-    elif mix == 0.0:
-        declared = live
-    else:
+    declared_is = "averaged" if mix == 1.0 or ema.shadow is None else "live" if mix == 0.0 else "mixed"
+    live = score_model(model, cfg, dataset, device, test=declared_is == "live")
+    with ema.applied(1.0):
+        averaged = score_model(model, cfg, dataset, device, test=declared_is == "averaged")
+    if declared_is == "mixed":
         with ema.applied(mix):
             declared = score_model(model, cfg, dataset, device)
+    else:
+        declared = averaged if declared_is == "averaged" else live
     return {**declared, "val_bpb_live": live["val_bpb"], "val_loss_live": live["val_loss"],
-            "val_bpb_ema": averaged["val_bpb"], "val_loss_ema": averaged["val_loss"],
-            **({"test_bpb_live": live["test_bpb"], "test_bpb_ema": averaged["test_bpb"]} if "test_bpb" in live else {})}
+            "val_bpb_ema": averaged["val_bpb"], "val_loss_ema": averaged["val_loss"]}
 
 
-def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo) -> dict:
+def score_model(model: torch.nn.Module, cfg: RunConfig, dataset: Dataset, device: DeviceInfo,
+                test: bool = True) -> dict:
     """val_bpb of `model` on the whole validation split, as `cfg` says to evaluate (never charged), with its bits
     and bytes per validation document (`val_by_document`); where the data has a test split, the same for it beside
-    (`test_bpb`, `test_loss`, `test_tokens`, `test_bytes`, `test_by_document`): reported, never chosen on."""
+    (`test_bpb`, `test_loss`, `test_tokens`, `test_bytes`, `test_by_document`): reported, never chosen on.
+    `test=False`: validation only."""
     score = _score_split(model, cfg, dataset.val_tokens(), dataset, device)
-    if getattr(dataset, "has_test", False):
+    if test and getattr(dataset, "has_test", False):
         test = _score_split(model, cfg, dataset.test_tokens(), dataset, device)
         score.update({"test_" + k[len("val_"):]: v for k, v in test.items() if k.startswith("val_")})
     return score
