@@ -8,20 +8,24 @@ import torch
 
 import frontier
 
-DOCS = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs" / "reference.md"
+README = ROOT / "README.md"
 
 
-def api_example() -> str:
-    text = DOCS.read_text(encoding="utf-8")
-    section = text.split("## The Python API", 1)[1].split("\n## ", 1)[0]
+def api_example(path: Path, heading: str) -> str:
+    text = path.read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
-    assert len(blocks) == 1, "the API section holds one example"
+    assert len(blocks) == 1, f"{heading} holds one example"
     return blocks[0]
 
 
-def test_the_reference_example_runs(tmp_path):
+@pytest.mark.parametrize("path,heading", [(DOCS, "## The Python API"), (README, "## From Python")],
+                         ids=["reference", "readme"])
+def test_the_documented_example_runs(tmp_path, path, heading):
     scope = {"run_dir": tmp_path / "run"}
-    exec(compile(api_example(), str(DOCS), "exec"), scope)
+    exec(compile(api_example(path, heading), str(path), "exec"), scope)
     assert scope["rec"]["status"] == "finished" and scope["rec"]["steps"] == 4
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
 

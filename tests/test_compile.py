@@ -80,7 +80,10 @@ def test_compile_trains_to_the_same_loss_as_eager(smoke_data, tmp_path, compiled
     assert abs(eager["val_bpb"] - comp["val_bpb"]) < 0.01
     c = comp["compile"]
     assert c["frames_compiled_in_warmup"] >= 1 and c["recompiles_after_warmup"] == 0
-    assert comp["uncharged_s"] > 0 and comp["first_step_s"] > eager["first_step_s"]
+    assert comp["first_step_s"] > eager["first_step_s"]  # the compile, in the first step's wall seconds
+    # the steps rule charges every step the table's cost: the compile is charged nothing beyond it
+    assert comp["budget"]["source"] == "table" and comp["uncharged_s"] == 0
+    assert comp["charged_s"] == pytest.approx(comp["budget"]["cost"]["fixed_s"] + STEPS * comp["budget"]["cost"]["step_s"])
     assert comp["compile_s"] > 0 and eager["compile_s"] is None and comp["step_s_median"] > 0
     assert comp["device"]["compile_backend"] == "inductor" and eager["compile"] is None
 
