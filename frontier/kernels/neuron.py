@@ -33,6 +33,7 @@ from typing import Callable
 
 import torch
 
+from ..devices import optional_import
 from .nki import adamw_step_scalars, bias_grads, dense_bias
 from .tally import CALLS, LOGITS
 from .toolchain import LNC, NAME
@@ -59,14 +60,10 @@ def _real_kernel(module: str, name: str):
 def find_toolchain() -> tuple[Toolchain | None, str]:
     """(the real toolchain, "") when torch-neuronx offers nki_op and the real nki of the supported version is
     installed, else (None, why not)."""
-    try:
-        tnx = importlib.import_module("torch_neuronx")
-    except ModuleNotFoundError as e:
-        if e.name != "torch_neuronx":
-            return None, f"`import torch_neuronx` failed: {e!r}"
-        return None, f"torch-neuronx is not installed (install {NAME} from AWS's Neuron pip index)"
-    except Exception as e:  # a broken install is "not available", with the reason
-        return None, f"`import torch_neuronx` failed: {e!r}"
+    tnx, why = optional_import("torch_neuronx", f"torch-neuronx is not installed (install {NAME} from AWS's Neuron "
+                                                 "pip index)")
+    if tnx is None:
+        return None, why
     if not callable(getattr(tnx, "nki_op", None)):
         return None, ("the installed torch_neuronx offers no nki_op (PyPI's empty placeholder, or the XLA flavour): "
                       f"the kernels register with the nki_op of {NAME}")

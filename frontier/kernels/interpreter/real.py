@@ -13,6 +13,7 @@ import importlib
 import importlib.metadata
 import re
 
+from ...devices import optional_import
 from ..toolchain import NAME, NKI, NKI_VERSION
 
 INSTALL = f"install {NAME} from AWS's Neuron pip index"
@@ -20,14 +21,9 @@ INSTALL = f"install {NAME} from AWS's Neuron pip index"
 
 def find_real_nki():
     """(the nki module, "") when the real nki of the supported version is installed, else (None, why not)."""
-    try:
-        nki = importlib.import_module("nki")
-    except ModuleNotFoundError as e:
-        if e.name != "nki":
-            return None, f"`import nki` failed: {e!r}"
-        return None, f"the real `nki` {NKI} is not installed ({INSTALL})"
-    except Exception as e:  # a broken install is "not available", with the reason
-        return None, f"`import nki` failed: {e!r}"
+    nki, why = optional_import("nki", f"the real `nki` {NKI} is not installed ({INSTALL})")
+    if nki is None:
+        return None, why
     missing = [a for a in ("jit", "simulate") if not hasattr(nki, a)]
     if missing:
         return None, f"the installed `nki` lacks {', '.join(missing)} (PyPI's empty placeholder?); {INSTALL}"
