@@ -45,6 +45,7 @@ from typing import Optional
 
 import torch
 
+from .bias import LogitBias
 from .tally import CALLS as _CALLS, LOGITS
 
 IMPLEMENTATIONS = ("reference", "interpreter", "nki")
@@ -360,7 +361,7 @@ def _head_ce(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tensor, cap: 
              bias_values: Optional[torch.Tensor], bias_dense: Optional[torch.Tensor]
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     out = _run("head_softcap_cross_entropy", impl, "head_ce_fwd", hidden, w, targets, cap,
-               (bias_row, bias_tokens, bias_values, bias_dense))
+               LogitBias(bias_row, bias_tokens, bias_values, bias_dense))
     if len(out) == 2:  # a kernel: nothing kept
         out = (*out, hidden.new_empty((0,), dtype=torch.float32))
     return tuple(out)
@@ -371,7 +372,7 @@ def _head_ce_backward(hidden: torch.Tensor, w: torch.Tensor, targets: torch.Tens
                       dloss: torch.Tensor, kept: torch.Tensor, cap: float, impl: str, bias_row: Optional[torch.Tensor],
                       bias_tokens: Optional[torch.Tensor], bias_values: Optional[torch.Tensor],
                       bias_dense: Optional[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    bias = (bias_row, bias_tokens, bias_values, bias_dense)
+    bias = LogitBias(bias_row, bias_tokens, bias_values, bias_dense)
     keep = kept.numel() > 0 and impl == "reference"  # a kernel recomputes whatever it is handed (the roofline
     # replays a reference call's arguments through the interpreter)
     if impl != "nki":  # the nki kernel counts its own (always recomputed)
@@ -431,7 +432,7 @@ class _HeadInlined(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, w, targets, cap, row, toks, vals, dense):
         _count(_TALLY, "head_softcap_cross_entropy", INLINED)
-        bias = (row, toks, vals, dense)
+        bias = LogitBias(row, toks, vals, dense)
         loss, lse, kept = _reference().head_ce_fwd(hidden, w, targets, cap, bias)
         ctx.cap, ctx.has = cap, tuple(t is not None for t in bias)
         ctx.save_for_backward(hidden, w, targets, lse, kept, *(t for t in bias if t is not None))
@@ -441,7 +442,7 @@ class _HeadInlined(torch.autograd.Function):
     def backward(ctx, dloss):
         hidden, w, targets, lse, kept, *present = ctx.saved_tensors
         it = iter(present)
-        bias = tuple(next(it) if has else None for has in ctx.has)
+        bias = LogitBias(*(next(it) if has else None for has in ctx.has))
         if bias[3] is not None and ctx.needs_input_grad[7]:
             raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
         _count(_TALLY, "head_softcap_cross_entropy.backward", INLINED)
@@ -454,7 +455,7 @@ class _HeadInlined(torch.autograd.Function):
 class _HeadNKI(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, w, targets, cap, row, toks, vals, dense):
-        bias = (row, toks, vals, dense)
+        bias = LogitBias(row, toks, vals, dense)
         loss, lse = _nki().head_ce_fwd(hidden, w, targets, cap, bias)
         ctx.cap, ctx.has = cap, tuple(t is not None for t in bias)
         ctx.save_for_backward(hidden, w, targets, lse, *(t for t in bias if t is not None))
@@ -464,7 +465,7 @@ class _HeadNKI(torch.autograd.Function):
     def backward(ctx, dloss):
         hidden, w, targets, lse, *present = ctx.saved_tensors
         it = iter(present)
-        bias = tuple(next(it) if has else None for has in ctx.has)
+        bias = LogitBias(*(next(it) if has else None for has in ctx.has))
         if bias[3] is not None and ctx.needs_input_grad[7]:
             raise NotImplementedError("head_softcap_cross_entropy: no gradient for a dense bias (evaluation only)")
         dh, dw, drow, dvals = _nki().head_ce_bwd(hidden, w, targets, lse, dloss.contiguous(), ctx.cap, bias)

@@ -25,6 +25,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .bias import LogitBias
+
 NS_COEFFS = (3.4445, -4.7750, 2.0315)
 NS_EPS = 1e-7
 CHUNK_ELEMENTS = 2**24  # logits held at once by the chunked head + cross-entropy (64 MiB of fp32)
@@ -84,15 +86,7 @@ def _chunk_logits(h, w, cap, r0, r1, bias):
     """(t = tanh(l / cap), z) for rows r0:r1: z = cap t + the bias rows (fp32)."""
     l = (h[r0:r1] @ w.mT).float()
     t = torch.tanh(l / cap)
-    z = cap * t
-    row, toks, vals, dense = bias
-    if row is not None:
-        z = z + row
-    if toks is not None:
-        z = z.scatter_add(-1, toks[r0:r1], vals[r0:r1])
-    if dense is not None:
-        z = z + dense[r0:r1]
-    return t, z
+    return t, LogitBias(*bias).add_to(cap * t, r0, r1)
 
 
 def keeps_logits(n: int, v: int) -> bool:
@@ -121,15 +115,7 @@ def head_ce_fwd(h, w, targets, cap, bias) -> tuple[torch.Tensor, torch.Tensor, t
 
 def _biased(t, cap, r0, r1, bias):
     """z for rows r0:r1 from their kept t (as `_chunk_logits` computes it)."""
-    z = cap * t
-    row, toks, vals, dense = bias
-    if row is not None:
-        z = z + row
-    if toks is not None:
-        z = z.scatter_add(-1, toks[r0:r1], vals[r0:r1])
-    if dense is not None:
-        z = z + dense[r0:r1]
-    return z
+    return LogitBias(*bias).add_to(cap * t, r0, r1)
 
 
 def head_ce_bwd(h, w, targets, lse, dloss, cap, bias, kept=None):

@@ -44,6 +44,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..bias import LogitBias
+
 KERNELS = tuple(f"frontier.kernels.nki.{m}" for m in ("rmsnorm", "adamw", "rotary", "relu2_mlp", "head_ce",
                                                        "newton_schulz"))
 P = 128
@@ -63,17 +65,10 @@ def adamw_step_scalars(lr: float, step: int, beta1: float, beta2: float, weight_
 def dense_bias(h, w, bias):
     """The bias as one dense [N, V] fp32 tensor for the head kernel (None when there is none): the row, plus the
     sparse corrections scattered at their tokens, plus any dense part."""
-    row, toks, vals, dense = bias
-    if row is None and toks is None and dense is None:
+    bias = LogitBias(*bias)
+    if bias.row is None and bias.tokens is None and bias.dense is None:
         return None
-    z = torch.zeros(h.size(0), w.size(0), dtype=torch.float32, device=h.device)
-    if row is not None:
-        z += row
-    if toks is not None:
-        z.scatter_add_(-1, toks, vals.float())
-    if dense is not None:
-        z += dense
-    return z
+    return bias.add_to(torch.zeros(h.size(0), w.size(0), dtype=torch.float32, device=h.device))
 
 
 def bias_grads(dz, bias):
