@@ -53,8 +53,8 @@ OUT_CHUNK = 512  # matmul output chunks along the long dim (one PSUM bank of fp3
 BANK_BYTES = 2048
 
 
-def _blocks(total, size):
-    """[(start, width)] covering range(total) in blocks of `size` (the last one ragged)."""
+def _chunks(total, size):
+    """[(start, width)] covering range(total) in chunks of `size` (the last one ragged)."""
     out = []
     for s in range(0, total, size):
         out.append((s, min(size, total - s)))
@@ -75,11 +75,11 @@ def newton_schulz(g, steps=5, matmul_dtype="bfloat16"):
     pmax = nl.tile_size.pmax
     mdt = _operand_dtype(matmul_dtype)
     tp_width = BANK_BYTES // (2 if matmul_dtype == "bfloat16" else 4)
-    kch = _blocks(n, CHUNK)  # contraction chunks of the long dim
+    kch = _chunks(n, CHUNK)  # contraction chunks of the long dim
     nch = len(kch)
-    mbl = _blocks(m, pmax)  # row blocks of the short dim
-    mcols = _blocks(m, OUT_CHUNK)  # output chunks along the short dim
-    ncols = _blocks(n, OUT_CHUNK)  # output chunks along the long dim
+    mbl = _chunks(m, pmax)  # row blocks of the short dim
+    mcols = _chunks(m, OUT_CHUNK)  # output chunks along the short dim
+    ncols = _chunks(n, OUT_CHUNK)  # output chunks along the long dim
     out = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
 
     # PSUM, whole banks: transposes (operand dtype), the norm, A, A^2, X'
