@@ -126,7 +126,8 @@ class Run:
     def start(cls, cfg: RunConfig, dataset: Dataset, run_dir: Path, device: DeviceInfo, seed: int, steps: int | None,
               dist: Dist = ONE, cost_table: dict | None = None, **kw) -> "Run":
         check_request(cfg, dataset, steps)
-        budget = budget_steps(cfg, dataset, device, steps, cost_table, kw["log"], kw.get("probe_timer"), dist)
+        budget = budget_steps(cfg, dataset, device, steps, cost_table, kw.get("log", print), kw.get("probe_timer"),
+                              dist)
         training = setup(cfg, dataset, device, seed, dist)  # before the folder: a run that cannot run leaves none
         dist.agree(lambda: open_run_dir(run_dir, resuming=False))  # rank 0 writes; its refusal stops every rank
         clock = BudgetClock(cfg.train.budget_s, cfg.train.uncharged_steps, cfg.train.startup_allowance_s,
