@@ -71,6 +71,17 @@ def _stdlib_modules() -> list[Path]:
     return sorted(files, key=lambda p: p.relative_to(root).as_posix())
 
 
+def _long_and_new(docstrings, seen: set[str]) -> list[str]:
+    """The docstrings of at least `MIN_DOCSTRING_CHARS` characters not in `seen`, in order; each kept one joins
+    `seen` (a corpus drops exact duplicates across its modules)."""
+    parts = []
+    for doc in docstrings:
+        if len(doc) >= MIN_DOCSTRING_CHARS and doc not in seen:
+            seen.add(doc)
+            parts.append(doc)
+    return parts
+
+
 def embedded_documents() -> list[Document]:
     """The embedded corpus: one document per pydoc topic, one per stdlib module with long docstrings."""
     import pydoc_data.topics
@@ -83,11 +94,7 @@ def embedded_documents() -> list[Document]:
             tree = ast.parse(path.read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
-        parts = []
-        for doc in _docstrings_in_source_order(tree):
-            if len(doc) >= MIN_DOCSTRING_CHARS and doc not in seen:
-                seen.add(doc)
-                parts.append(doc)
+        parts = _long_and_new(_docstrings_in_source_order(tree), seen)
         if parts:
             docs.append(Document("\n\n".join(parts), f"embedded:module:{path.relative_to(root).as_posix()}"))
     return docs
@@ -172,12 +179,7 @@ def docstring_documents(packages=DOCSTRING_PACKAGES) -> list[Document]:
                 tree = ast.parse(path.read_bytes())
             except (SyntaxError, ValueError):
                 continue
-            parts = []
-            for raw in _raw_docstrings(tree):
-                doc = _cleandoc(raw)
-                if len(doc) >= MIN_DOCSTRING_CHARS and doc not in seen:
-                    seen.add(doc)
-                    parts.append(doc)
+            parts = _long_and_new((_cleandoc(raw) for raw in _raw_docstrings(tree)), seen)
             if parts:
                 docs.append(Document("\n\n".join(parts), f"docstrings:{name}/{path.relative_to(root).as_posix()}"))
     return docs
