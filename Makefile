@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PROFILE ?= smoke
 TORCH ?= torch==2.13.0
+# PyPI's torch wheel for Linux is the CUDA build (gigabytes): without an NVIDIA GPU, torch's CPU index gives the CPU
+# build. `make venv TORCH_INDEX=` installs from the configured indexes only.
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
 
 .PHONY: demo test book venv clean gpu-check
 
@@ -13,12 +16,12 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(PY) -m pip install -q -e ".[dev,notebooks]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (frontier)" >/dev/null
 	touch $(STAMP)
 
-# Prepare the embedded corpus, train the current best recipe with the cpu profile, print its val_bpb.
+# Prepare the cpu profile's corpus (docstrings), train the current best recipe with the cpu profile, print its val_bpb.
 demo: $(STAMP)
 	$(PY) -m frontier train --recipe best --profile cpu --out build/demo/$$(date +%Y%m%d-%H%M%S)
 

@@ -22,7 +22,7 @@ STUDY_FREE = ("prepare", "train", "eval", "recipes", "profiles")
 
 
 def _load_dataset(data: str | None, profile):
-    """The dataset folder `data`, whatever its vocabulary; without one, the embedded corpus as `profile` trains on
+    """The dataset folder `data`, whatever its vocabulary; without one, the profile's corpus as `profile` trains on
     (`frontier.data.dataset.profile_dataset`)."""
     from .data.dataset import Dataset, profile_dataset
 
@@ -46,7 +46,7 @@ def cmd_prepare(a) -> int:
     rule = CharacterRule(coverage=EARLIER_RULE.coverage if a.char_coverage is None else a.char_coverage,
                          max_share=EARLIER_RULE.max_share if a.char_share is None else a.char_share)
     ds = prepare(a.out, text=a.text, val_text=a.val_text, val_fraction=a.val_fraction, vocab_size=vocab_size,
-                 seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus,
+                 seed=a.seed, shrink_vocab=shrink, corpus_name=a.corpus or ("embedded" if a.text else profile.corpus),
                  corpus_bytes=None if a.text else profile.corpus_bytes, characters=rule,
                  test_fraction=a.test_fraction, accept_corpus_hash=a.accept_corpus_hash)
     m = ds.manifest
@@ -61,6 +61,7 @@ def cmd_train(a) -> int:
     `world_size`) this process launches torchrun and waits (`frontier.train.distributed.launch`); under torchrun each
     rank trains its share of every batch and rank 0 speaks for the job."""
     from . import records
+    from .data.dataset import run_dataset
     from .devices import select_device
     from .kernels import default_for
     from .recipes import variant_label
@@ -69,8 +70,7 @@ def cmd_train(a) -> int:
 
     if a.resume:
         rec, resumed = resumed_run(a)
-        # a resumed run reads its own data folder, so no profile is needed to find it
-        data, profile, nproc = a.data or rec["data"]["folder"], None, a.nproc or rec.get("world_size", 1)
+        data, profile, nproc = a.data or run_dataset(rec["data"]).folder, None, a.nproc or rec.get("world_size", 1)
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
@@ -93,8 +93,7 @@ def cmd_train(a) -> int:
     if dist.enabled and a.nproc and a.nproc != dist.world_size:
         raise UserError(f"--nproc {a.nproc} but torchrun started {dist.world_size} processes",
                         "drop --nproc under torchrun, or pass torchrun's --nproc-per-node")
-    # rank 0 prepares, the others open
-    dataset = dist.main_first(lambda: _load_dataset(data, profile))
+    dataset = dist.main_first(lambda: _load_dataset(data, profile))  # rank 0 prepares, the others open
     if a.resume:
         cfg, run_dir, seed, label = resumed, Path(a.resume), rec["seed"], None
     else:
@@ -119,8 +118,7 @@ def cmd_train(a) -> int:
     from .figures import loss_curve_figure, save_figure
 
     save_figure(loss_curve_figure([rec]), run_dir / "loss.png")
-    print(f"run folder: {run_dir}")
-    print(f"loss curve: {run_dir / 'loss.png'}")
+    print(f"run folder: {run_dir}\nloss curve: {run_dir / 'loss.png'}")
     print("\n".join(records.summary_lines(rec)))
     return 0
 
@@ -139,7 +137,8 @@ def cmd_eval(a) -> int:
     score = evaluate_run(a.run, dataset, dev, weights=a.weights, adaptive=a.adaptive)
     rec = records.load_record(a.run)
     print(f"run {a.run}: {rec.get('recipe')} seed {rec.get('seed')}, trained {rec.get('steps'):,} steps"
-          + (f", weights {a.weights}" if a.weights else ""))
+          + (f", weights {a.weights}" if a.weights else "") + (f"\nSUPERSEDED: {records.superseded(rec)}"
+                                                                 if records.superseded(rec) else ""))
     if a.record:
         command = ["frontier", "eval", "--run", str(a.run), *(["--weights", a.weights] if a.weights else []),
                    *(["--data", str(a.data)] if a.data else []), *(["--adaptive"] if a.adaptive else []), "--record",
@@ -173,7 +172,7 @@ def cmd_profiles(a) -> int:
     width = max(len(n) for n in PROFILES) + 2
     for name, p in PROFILES.items():
         print(f"{name:<{width}}{p.summary}; vocab {p.vocab_size}, {p.n_layer}x{p.n_embd}, "
-              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s ({p.clock} clock)"
+              f"seq {p.seq_len} x batch {p.batch_size}, budget {p.budget_s:g}s ({p.clock} clock), corpus {p.corpus}"
               + (f", {p.nproc} processes" if p.nproc > 1 else ""))
     return 0
 
@@ -218,7 +217,7 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=Parser)
 
     s = sub.add_parser("prepare", help="build a dataset folder (tokenizer, shards, manifest)",
-                       description="Build a dataset folder from the embedded corpus or your own text. The "
+                       description="Build a dataset folder from a named corpus (the profile's) or your own text. The "
                                    "vocabulary belongs to the data: `train --data` builds the model with it. By "
                                    "default it is the profile's; when the text is too small for that, prepare uses "
                                    "the largest size that works and says so (except for trn2, whose vocabulary is "
@@ -227,36 +226,34 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
                                    "pieces left after the 256 byte pieces, the rarest are spelled in UTF-8 byte "
                                    "pieces (still lossless; recorded in the manifest).")
     s.add_argument("--out", required=True, help="the dataset folder to create (must not exist or be empty)")
-    s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the embedded corpus")
-    s.add_argument("--corpus", default="embedded", choices=CORPORA,
-                   help="without --text, which named corpus: embedded (prose about Python, the default), "
-                        "stdlib-source (the standard library's own source code) or docstrings (the long docstrings "
-                        "of six pinned packages, ~19 MB, with a test split; docs/corpus.md)")
+    s.add_argument("--text", action="append", metavar="PATH", help="file or folder of .txt/.md/.jsonl documents (repeatable); default: the profile's named corpus")
+    s.add_argument("--corpus", choices=CORPORA,
+                   help="without --text, the named corpus (default: the profile's, `frontier profiles`): docstrings "
+                        "(six pinned packages' long docstrings, ~19 MB, a test split; docs/corpus.md), embedded (the "
+                        "standard library's prose, ~1.7 MB) or stdlib-source (its source code)")
     s.add_argument("--val-text", action="append", metavar="PATH", help="documents for the validation split (repeatable); default: a deterministic split of --text")
     s.add_argument("--val-fraction", type=float, default=0.05, help="share of documents held out when there is no --val-text (default 0.05)")
     s.add_argument("--test-fraction", type=float, metavar="SHARE",
                    help="share of documents held out as a test split, with the near-duplicate audit (default: the "
                         "corpus's: 0.05 for docstrings, none for embedded, stdlib-source and --text)")
-    s.add_argument("--accept-corpus-hash", metavar="SHA256",
-                   help="accept a pinned corpus (docstrings) read with this content hash instead of the pinned one")
-    s.add_argument("--profile", default="cpu", help="whose vocabulary is the default: smoke 512, cpu 1024, gpu and trn2 "
-                                                    "8192 (default cpu)")
+    s.add_argument("--accept-corpus-hash", metavar="SHA256", help="accept a pinned corpus (docstrings) read with this "
+                   "content hash instead of the pinned one")
+    s.add_argument("--profile", default="cpu", help="whose corpus and vocabulary are the defaults (default cpu)")
     s.add_argument("--vocab-size", type=int, help="tokenizer vocabulary, exactly (default: the profile's, stepped down "
                                                   "to the largest the text allows)")
     s.add_argument("--seed", type=int, default=0, help="seed of the document split")
     s.add_argument("--char-coverage", type=float, metavar="SHARE",
                    help="give a piece of its own only to the most frequent characters that cover this share of the "
                         "text (e.g. 0.9995; the rest are spelled in byte pieces; default 1.0: every character)")
-    s.add_argument("--char-share", type=float, metavar="SHARE",
-                   help="at most this share of the pieces left after the 256 byte pieces go to single characters "
-                        "(default 0.5)")
+    s.add_argument("--char-share", type=float, metavar="SHARE", help="at most this share of the pieces left after the "
+                   "256 byte pieces go to single characters (default 0.5)")
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("train", help="train a recipe within a budget", description="Train a recipe; the last line is val_bpb=<value>.")
     s.add_argument("--recipe", help="recipe name (see `frontier recipes`), or 'best'")
     s.add_argument("--profile", default="cpu", help="scale: smoke, cpu, gpu, trn2 (default cpu)")
     s.add_argument("--data", help="dataset folder from `frontier prepare`; the model takes its vocabulary (default: "
-                                  "the embedded corpus at the profile's vocabulary)")
+                                  "the profile's corpus at its vocabulary: `frontier profiles`)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--budget", type=positive_float, metavar="SECONDS", help="charged seconds (default: the profile's)")
     g.add_argument("--steps", type=positive_int, metavar="N", help="train exactly N steps instead of a budget")
@@ -293,8 +290,7 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     s = sub.add_parser("eval", help="re-score a run's checkpoint", description="Evaluate a run's checkpoint on the validation split.")
     s.add_argument("--run", required=True, metavar="RUN_DIR")
     s.add_argument("--weights", choices=("live", "ema"), help="for a run with an EMA: the live weights (val_bpb_live) "
-                                                              "or the EMA alone (val_bpb_ema); default: the weights "
-                                                              "its val_bpb scores")
+                   "or the EMA alone (val_bpb_ema); default: the weights its val_bpb scores")
     s.add_argument("--data", help="dataset folder (default: the one the run trained on)")
     s.add_argument("--adaptive", action="store_true",
                    help="also val_bpb_adaptive: score each validation window, then count it into the n-gram tables, "
@@ -305,10 +301,8 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_eval)
 
-    s = sub.add_parser("recipes", help="list the recipes")
-    s.set_defaults(func=cmd_recipes)
-    s = sub.add_parser("profiles", help="list the profiles")
-    s.set_defaults(func=cmd_profiles)
+    sub.add_parser("recipes", help="list the recipes").set_defaults(func=cmd_recipes)
+    sub.add_parser("profiles", help="list the profiles").set_defaults(func=cmd_profiles)
     s = sub.add_parser("kernels", help="list the fused ops, their implementations, and which can run here")
     s.add_argument("--device", default="auto", choices=DEVICES, help="judge the nki implementation for this device")
     s.set_defaults(func=cmd_kernels)

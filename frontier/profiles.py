@@ -6,9 +6,12 @@
 - `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters),
   trained data-parallel by 4 processes (one per logical NeuronCore; `nproc`) sharing each batch of 32.
 
-A profile's `vocab_size` is the default vocabulary of `frontier prepare --profile NAME` and the vocabulary of the
-embedded corpus when `train` runs without `--data`; with `--data` the model takes the data's vocabulary. Only a
-profile with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of another vocabulary.
+A profile's `corpus` is the named corpus (`frontier.data.corpus.CORPORA`) it trains on without `--data`: the
+docstrings corpus for `cpu`, `gpu` and `trn2` (8.0M training tokens at vocabulary 1,024, a test split; a `cpu` run
+reads under a quarter of it, the write-up's regime: docs/corpus.md), the small embedded corpus for `smoke` (its runs
+check that code runs, in seconds). Its `vocab_size` is the default vocabulary of `frontier prepare --profile NAME`
+and the vocabulary that corpus is prepared at; with `--data` the model takes the data's vocabulary. Only a profile
+with `fixed_vocab` (trn2: the competition fixes 8,192) refuses data of another vocabulary.
 
 The clock (`frontier.train.clock`): `smoke` and `cpu` buy their budget as steps (the steps rule,
 `frontier.train.cost`): budget / the recipe's step cost in reference seconds, from the committed cost table, which
@@ -48,6 +51,7 @@ class Profile:
     startup_allowance_s: float = 900.0
     fixed_vocab: bool = False  # the vocabulary is part of the setting reproduced: data of another size is refused
     nproc: int = 1  # data-parallel processes `frontier train` launches by default (frontier.train.distributed)
+    corpus: str = "docstrings"  # the named corpus trained on without --data (`frontier.data.corpus.CORPORA`)
     corpus_bytes: int | None = None  # the named corpora cut to their first documents up to N bytes (smoke: tiny data)
     clock: str = "wall"  # how a budget is charged by default: "wall", "reference" or "steps" (`frontier.train.clock`)
     probe: str | None = None  # the speed probe of the reference clock (`frontier.train.probes`) ...
@@ -105,6 +109,7 @@ PROFILES: dict[str, Profile] = {
             eval_batch_size=16,
             seeds=2,
             uncharged_steps=2,
+            corpus="embedded",  # small and quick to prepare: the suite's runs check that code runs, not what it finds
             corpus_bytes=400_000,  # a quarter of the embedded corpus: CI checks that the chapters run, not what they find
             clock="steps",
             probe="gpt-step-1",

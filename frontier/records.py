@@ -149,12 +149,84 @@ def epochs_read(rec: dict) -> float | None:
     return rec["tokens"] / split if split and rec.get("tokens") is not None else None
 
 
+def manifest_corpus(manifest: dict) -> str:
+    """The named corpus a data folder was prepared from (`frontier.data.corpus.CORPORA`), or "text" (the user's)."""
+    sources = manifest.get("sources") or {}
+    return sources.get("corpus") or ("embedded" if sources.get("embedded") else "text")
+
+
+def record_corpus(rec: dict) -> str:
+    """The corpus a run, ladder or sweep record was made on. Run records before they named it: read from their data
+    folder's name (`embedded-py3.11.7-v1024`, `docstrings-v1024`: `frontier.data.dataset.embedded_folder_name`)."""
+    if rec.get("corpus"):
+        return rec["corpus"]
+    data = rec.get("data") or {}
+    if data.get("corpus"):
+        return data["corpus"]
+    if "folder" in data:
+        import re
+
+        named = re.fullmatch(r"(.+?)-(?:py\d[\d.]*-)?v\d+(?:-b\d+)?", Path(data["folder"]).name)
+        return named.group(1) if named else "text"
+    return "embedded"  # ladder and sweep records before they named a corpus were all on the embedded corpus
+
+
+# The ground a profile's numbers stand on now (`Profile.corpus`, `Profile.clock`), and since when (docs/log.md).
+GROUND_SINCE = "2026-12-04"
+
+
+def superseded(rec: dict) -> str | None:
+    """Why a smoke or cpu run, ladder or sweep record no longer stands on its profile's ground, or None where it
+    does (or the profile keeps the competition's wall clock: gpu, trn2). A superseded record stays in `runs/` as it is: what it measured
+    is still true of its ground, but no longer comparable with the profile's numbers: another corpus, a clock that
+    moves with the machine, or a steps budget that charged counting the train shards at another split's size."""
+    from .profiles import PROFILES
+
+    if "config" not in rec and rec.get("kind") not in ("ladder", "sweep"):
+        return None  # a bench record: measured on its machine, judged by what it names
+    name = rec.get("profile") or (rec.get("config") or {}).get("profile")
+    p = PROFILES.get(name)
+    if p is None or p.clock != "steps":
+        return None
+    corpus = record_corpus(rec)
+    if corpus != p.corpus and corpus != "text":
+        return f"made on the {corpus} corpus; the {p.name} profile's ground is the {p.corpus} corpus since {GROUND_SINCE}"
+    if "config" not in rec:
+        return None
+    clock = rec["config"]["train"].get("clock", "wall")
+    if clock != "steps":
+        return f"its budget ran under the {clock} clock, which moves with the machine; the {p.name} profile's " \
+               f"budgets are fixed steps (the steps rule)"
+    budget, ngram = rec.get("budget") or {}, rec["config"]["model"].get("ngram") or {}
+    if (ngram.get("counting") == "shards" and not budget.get("explicit_steps") and budget.get("cost")
+            and "counted_tokens" not in budget):
+        return "its steps rule charged counting the train shards at the size of the split the cost was benched on, " \
+               "not its own"
+    return None
+
+
+def train_loss_end(rec: dict, share: float = 0.1) -> float | None:
+    """The mean training loss (nats a token) over the last `share` of a run's logged steps (None without a curve)."""
+    losses = ((rec.get("curve") or {}).get("train_loss") or [])
+    tail = [x for x in losses[-max(1, round(len(losses) * share)):] if x is not None] if losses else []
+    return sum(tail) / len(tail) if tail else None
+
+
+def loss_gap(rec: dict) -> float | None:
+    """Validation loss minus the training loss at the end of the run (`train_loss_end`), in nats a token: how far
+    the run's training text scores better than text it never read (memorisation shows as a large gap)."""
+    end = train_loss_end(rec)
+    return rec["val_loss"] - end if end is not None and rec.get("val_loss") is not None else None
+
+
 def summary_lines(rec: dict) -> list[str]:
     """A finished run in a few lines, as `frontier train` prints it: steps, epochs read, the clock, the scores."""
     epochs = epochs_read(rec)
     lines = [f"steps {rec['steps']}" + (f" ({epochs:.3f} epochs of the training split)" if epochs else "")
              + f", charged {rec['charged_s']:.1f}s (uncharged {rec['uncharged_s']:.1f}s), "
              f"{rec['tokens_per_s'] or 0:,.0f} tok/s, val_bytes {rec['val_bytes']:,} ({rec['bpb_convention']})"]
+    if superseded(rec):
+        lines.append(f"SUPERSEDED: {superseded(rec)}")
     if rec.get("probe"):
         pr = rec["probe"]
         drifted = f" (DRIFTED: over {pr['drift_limit']:.0%})" if pr["drifted"] else ""
@@ -165,7 +237,7 @@ def summary_lines(rec: dict) -> list[str]:
     if budget.get("cost"):
         c = budget["cost"]
         lines.append(f"steps rule: {budget['steps']} steps at {c['step_s'] * 1e3:.2f} reference ms a step + "
-                     f"{c['fixed_s']:.2f} s once (cost {budget['source']}; {rec['charged_wall_s']:.1f} wall s here)")
+                     f"{budget.get('once_s', c['fixed_s']):.2f} s once (cost {budget['source']}; {rec['charged_wall_s']:.1f} wall s here)")
     if "val_bpb_ema" in rec:
         mix = rec["config"]["train"]["ema"]["mix"]
         lines.append(f"val_bpb_live={rec['val_bpb_live']:.6f} val_bpb_ema={rec['val_bpb_ema']:.6f} "

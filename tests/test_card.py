@@ -68,12 +68,13 @@ def test_a_record_without_per_document_scores_is_one_clear_error():
 
 
 def _record(cfg, seed=0, max_steps=None, folder=None):
-    """The fields of a run record the reproducing command is derived from; `folder` None: the embedded corpus as
+    """The fields of a run record the reproducing command is derived from; `folder` None: the profile's corpus as
     the profile prepares it (in another machine's cache)."""
     from frontier.data.dataset import embedded_folder_name
     from frontier.profiles import get_profile
 
-    default = embedded_folder_name(cfg.model.vocab_size, max_bytes=get_profile(cfg.profile).corpus_bytes,
+    p = get_profile(cfg.profile)
+    default = embedded_folder_name(cfg.model.vocab_size, corpus_name=p.corpus, max_bytes=p.corpus_bytes,
                                    python="3.11.7")
     folder = folder or f"/elsewhere/.cache/frontier/data/{default}"
     return {"recipe": cfg.recipe, "label": cfg.recipe, "profile": cfg.profile, "config": cfg.to_dict(),
@@ -208,3 +209,32 @@ def test_a_folder_without_a_record_is_one_clear_error(tmp_path, capsys):
     code, out, err = main_cli(capsys, "card", str(tmp_path))
     assert_one_line_error(code, err, "holds no run record", "frontier train")
 
+
+
+def test_the_artifact_is_the_saved_state_counted_by_part():
+    from frontier.study.card import artifact_bytes, parameters_section
+    from frontier.train.step import build_model
+
+    for recipe in ("baseline", "ema"):
+        cfg = resolve(recipe, "smoke")
+        model = build_model(cfg)
+        rec = _record(cfg)
+        art = artifact_bytes(rec)
+        weights = sum(p.numel() * p.element_size() for n, p in model.named_parameters() if not n.endswith(".sink"))
+        assert art["weights"] == weights > 0
+        params = dict(model.named_parameters())
+        tables = sum(t.numel() * t.element_size() for n, t in model.state_dict().items()
+                     if n.startswith("ngram.") and n not in params)  # the mixture's weights are weights
+        assert art["n-gram tables"] == tables and (tables > 0) == (recipe == "ema")
+        rec["params"] = model.num_params()
+        line = next(x for x in parameters_section(rec) if x.startswith("artifact"))
+        assert f"{sum(art.values()):,} bytes" in line
+
+
+def test_a_superseded_run_says_so_at_the_top_of_its_card():
+    from frontier.study.card import record_card
+
+    cfg = resolve("baseline", "cpu")
+    rec = {**_record(cfg, folder="/x/embedded-py3.11.7-v1024"), "params": 1}
+    assert "**Superseded**: made on the embedded corpus" in record_card(rec).split("###")[0]
+    assert "Superseded" not in record_card({**_record(cfg), "params": 1})

@@ -211,6 +211,7 @@ def test_only_records_of_the_steps_rule_at_the_tables_cost_go_free_of_their_hard
     from types import SimpleNamespace
 
     from frontier.study.experiments import mismatch
+    from frontier.train import cost as step_costs
 
     data = SimpleNamespace(manifest_hash="m")
     here = {"cpu": "AMD EPYC", "cpu_cores": 2, "torch_threads": 2, "gpu": None}
@@ -219,11 +220,17 @@ def test_only_records_of_the_steps_rule_at_the_tables_cost_go_free_of_their_hard
     for clock, source, why in (("wall", None, tied), ("reference", None, tied), ("steps", "measured here", tied),
                                ("steps", "table", None)):
         cfg = _cfg(clock=clock)
+        cost = step_costs.load_table().get(step_costs.cost_key(cfg))
+        bought = cost.steps_for(cfg.train.budget_s, step_costs.counted_tokens(cfg, data)) if cost else None
         rec = {"status": "finished", "config_hash": cfg.digest(), "data": {"manifest_hash": "m"}, "max_steps": None,
-               "device": {"backend": "cpu"}, "hardware": there, "budget": {"source": source} if source else None}
+               "device": {"backend": "cpu"}, "hardware": there, "budget": {"source": source} if source else None,
+               "steps": bought}
         got = mismatch(rec, cfg, data, None, "cpu", here)
         assert got == why or (why and got.startswith(why)), got
         assert mismatch({**rec, "hardware": here}, cfg, data, None, "cpu", here) is None
+        if source == "table":  # the same steps everywhere only while the committed table still buys them
+            assert bought is not None
+            assert "the committed cost table buys" in mismatch({**rec, "steps": bought + 1}, cfg, data, None, "cpu", here)
 
 
 def test_compare_prints_the_groups_probe_ratios_and_warns_past_the_noise():

@@ -46,6 +46,18 @@ def test_a_run_takes_the_steps_its_cost_buys_and_is_charged_the_cost(smoke_data,
     assert rec["tokens_per_s"] == pytest.approx(cfg.train.batch_size * cfg.train.seq_len / 0.01)
 
 
+def test_a_run_that_counts_the_train_shards_pays_for_every_token_of_its_split(smoke_data, tmp_path):
+    cfg = resolve("ngram", "smoke", budget_s=0.5)
+    n = smoke_data.manifest["train"]["tokens"]
+    per_token = 0.1 / n  # counting this split costs 0.1 reference s
+    table = {cost_key(cfg): StepCost(cost_key(cfg), "ngram", "smoke", 0.01, 0.05, "runs/bench/fake.json", per_token)}
+    rec = train(cfg, smoke_data, tmp_path / "r", CPU, progress=False, probe_timer=no_probe, cost_table=table)
+    b = rec["budget"]
+    assert b["counted_tokens"] == n and b["once_s"] == pytest.approx(0.15)
+    assert rec["steps"] == 35  # floor((0.5 - 0.05 - 0.1) / 0.01)
+    assert rec["charged_s"] == pytest.approx(0.15 + 35 * 0.01, abs=1e-9)
+
+
 def test_the_same_steps_at_one_thread_two_threads_and_under_load(smoke_data, tmp_path):
     """Whatever the machine does meanwhile, the steps are decided before the run."""
     cfg = resolve("baseline", "smoke", budget_s=0.155)
@@ -109,15 +121,19 @@ def test_measuring_a_cost_interleaves_the_probe_with_the_steps(smoke_data):
     assert all(len(r["steps_s"]) == 3 for r in measured["rounds"])
     ratios = sorted(sum(r["steps_s"]) / 3 / (ref / 2) for r in measured["rounds"])
     assert cost.step_s == pytest.approx(sum(ratios) / 2 * ref, rel=1e-9)  # the median of two: their mean
-    assert cost.fixed_s == pytest.approx(measured["counting_s"] * 2, rel=1e-9)  # shard counting, in reference s
-    assert measured["counting_s"] > 0 and cost.key == cost_key(cfg)
+    n = smoke_data.manifest["train"]["tokens"]
+    assert measured["counted_tokens"] == n and measured["counting_s"] > 0 and cost.key == cost_key(cfg)
+    # shard counting, in reference s a token: charged in proportion to the split a run counts
+    assert cost.count_s_per_token == pytest.approx(measured["counting_s"] * 2 / n, rel=1e-9)
+    assert cost.once_s(n) == pytest.approx(cost.fixed_s + measured["counting_s"] * 2, rel=1e-9)
+    assert cost.steps_for(10.0, 2 * n) < cost.steps_for(10.0, n)  # a bigger split to count buys fewer steps
 
 
 def test_explicit_steps_need_no_cost(smoke_data, tmp_path):
     cfg = resolve("baseline", "smoke")
     rec = train(cfg, smoke_data, tmp_path / "s", CPU, steps=3, progress=False, probe_timer=no_probe, cost_table={})
     assert rec["steps"] == 3 and rec["budget"] == {"rule": "steps", "cost": None, "source": "none", "steps": 3,
-                                                    "explicit_steps": True}
+                                                    "explicit_steps": True, "counted_tokens": 0, "once_s": None}
     assert rec["charged_s"] == rec["charged_wall_s"]  # no cost to charge: wall seconds
 
 

@@ -169,3 +169,52 @@ def test_a_budgeted_record_of_other_hardware_is_not_reused_but_a_step_limited_on
     assert e["steps"] == 20 and e["budget"]["source"] == "table"
     _pretend_other_cpu(e["run_dir"])
     assert _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-steps")["run_dir"] == e["run_dir"]
+    # ... as long as the committed table still buys those steps: a cost measured again trains it again, beside it
+    table[key] = cost_mod.StepCost(key, "baseline", "smoke", 0.04, 0.0, "runs/bench/fake-2.json")
+    f = _run(tmp_path, smoke_data, logs, steps=None, budget_s=1.0, label="budgeted-steps")
+    assert f["steps"] == 25 and f["run_dir"] == str(Path(e["run_dir"]).with_name("s0-2"))
+    assert any("20 steps; the committed cost table buys 25 now" in m for m in logs)
+
+
+def test_a_record_off_its_profiles_ground_is_marked_superseded():
+    run = {"config": {"profile": "cpu", "train": {"clock": "steps"}, "model": {"ngram": None}},
+           "data": {"folder": "/x/docstrings-v1024"}, "budget": {"rule": "steps", "cost": {}, "steps": 3}}
+    assert records.superseded(run) is None and records.record_corpus(run) == "docstrings"
+    embedded = {**run, "data": {"folder": "/x/embedded-py3.11.7-v1024"}}
+    assert "embedded corpus" in records.superseded(embedded)
+    assert "wall clock" in records.superseded({**run, "config": {**run["config"], "train": {"clock": "wall"}}})
+    counted = {**run, "config": {**run["config"], "model": {"ngram": {"counting": "shards"}}},
+               "budget": {"rule": "steps", "cost": {"fixed_s": 1.5}, "steps": 431, "explicit_steps": False}}
+    assert "counting the train shards" in records.superseded(counted)
+    assert records.superseded({**counted, "budget": {**counted["budget"], "counted_tokens": 8_039_004}}) is None
+    assert records.superseded({**run, "config": {**run["config"], "profile": "gpu"}}) is None  # the wall clock's
+    assert "embedded corpus" in records.superseded({"kind": "ladder", "profile": "cpu", "corpus": "embedded"})
+    assert records.superseded({"kind": "ladder", "profile": "cpu", "corpus": "docstrings"}) is None
+    assert records.superseded({"kind": "costs", "profile": "cpu"}) is None  # bench records: judged by what they name
+    assert "SUPERSEDED: made on the embedded corpus" in "\n".join(records.summary_lines(
+        {**embedded, "steps": 3, "charged_s": 1.0, "uncharged_s": 0.0, "tokens_per_s": 1.0, "val_bytes": 10,
+         "bpb_convention": "x", "val_bpb": 2.0}))
+
+
+def test_a_profile_trains_on_its_own_corpus_and_its_runs_live_under_its_name(monkeypatch, tmp_path):
+    import dataclasses
+
+    from frontier.data import dataset as ds
+    from frontier.profiles import get_profile
+
+    assert get_profile("cpu").corpus == "docstrings" and get_profile("smoke").corpus == "embedded"
+    asked = []
+    monkeypatch.setattr(ds, "embedded_dataset", lambda v, log=print, corpus_name="embedded", max_bytes=None:
+                        asked.append((v, corpus_name, max_bytes)))
+    ds.profile_dataset("cpu")
+    ds.profile_dataset("cpu", corpus_name="embedded")
+    assert asked == [(1024, "docstrings", None), (1024, "embedded", None)]
+    # `experiments.run` without data trains on the profile's corpus, under ROOT/PROFILE/CORPUS/RECIPE
+    smoke = get_profile("smoke")
+    other = dataclasses.replace(smoke, corpus="stdlib-source")
+    trained = []
+    monkeypatch.setattr(ex, "profile_dataset", lambda p, log=print: trained.append(p.corpus) or "data")
+    monkeypatch.setattr(ex, "train", lambda cfg, data, run_dir, *a, **k: trained.append(run_dir) or
+                        {"val_bpb": 1.0, "steps": 1, "tokens_per_s": 1.0})
+    ex.run("baseline", other, root=tmp_path, reuse=False, log=lambda *a: None)
+    assert trained == ["stdlib-source", tmp_path / "smoke" / "stdlib-source" / "baseline" / "s0"]

@@ -199,3 +199,23 @@ def test_the_smoke_profile_trains_on_the_first_documents_of_a_named_corpus(tmp_p
     assert 0 < m["train"]["bytes"] + m["val"]["bytes"] <= 60_000 and m["train"]["documents"] > 1
     with pytest.raises(UserError, match="corpus_bytes"):
         prepare(tmp_path / "both", text=[str(corpus_dir)], vocab_size=300, corpus_bytes=60_000, log=lambda m: None)
+
+
+def test_a_runs_data_is_found_where_its_folder_is_gone(tmp_path):
+    """A record names its data folder on the machine that trained it; on another (a clean checkout) a named corpus
+    is prepared here and used when its manifest is the record's, and anything else is one error naming the fix."""
+    from frontier.data.dataset import profile_dataset, run_dataset
+    from frontier.errors import UserError
+
+    ds = profile_dataset("smoke", log=lambda m: None)
+    gone = str(tmp_path / "elsewhere" / ds.folder.name)
+    said = []
+    assert run_dataset({"folder": gone, "manifest_hash": ds.manifest_hash}, log=said.append).folder == ds.folder
+    assert "not here" in said[0]
+    assert run_dataset({"folder": str(ds.folder), "manifest_hash": "x"}).folder == ds.folder  # its own folder
+    with pytest.raises(UserError, match="is not the data the run trained on") as e:
+        run_dataset({"folder": gone, "manifest_hash": "0" * 16}, log=lambda m: None)
+    assert "frontier prepare --corpus embedded" in e.value.for_cli() and "--data DIR" in e.value.for_cli()
+    with pytest.raises(UserError, match="not a named corpus"):
+        run_dataset({"folder": str(tmp_path / "my-text"), "manifest_hash": ds.manifest_hash})
+    assert run_dataset({"folder": gone, "manifest_hash": "x"}, ds.folder).folder == ds.folder  # an explicit folder

@@ -216,3 +216,23 @@ def test_the_prepare_command_takes_a_test_fraction_and_a_hash_to_accept(tmp_path
                               "--test-fraction", "0.15")
     assert code == 0, err
     assert Dataset(tmp_path / "c").manifest["sources"]["pinned"]["accepted_sha256"] == sha
+
+
+def test_compressors_score_both_held_out_splits_given_the_training_text(tmp_path):
+    from frontier.study.compressors import compressor_bpb, split_text
+
+    rng = random.Random(2)
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(40):
+        (src / f"{i:03d}.txt").write_text(_doc(rng, 120))
+    ds = prepare(tmp_path / "out", text=[str(src)], vocab_size=300, val_fraction=0.2, test_fraction=0.2,
+                 log=lambda m: None)
+    rows = {r["compressor"]: r for r in compressor_bpb(ds)}
+    xz = rows["xz -9e"]
+    for s in ("val", "test"):
+        assert xz[f"{s}_bytes"] == ds.heldout_bytes(s) == len(split_text(ds, s))
+        # the words come from one small vocabulary: the training text as context helps every compressor
+        assert 0 < xz[f"{s}_bpb"] < xz[f"{s}_bpb_alone"]
+    val_only = compressor_bpb(ds, splits=("val",))[0]
+    assert "test_bpb" not in val_only and val_only["val_bpb"] == pytest.approx(xz["val_bpb"])

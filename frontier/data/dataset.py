@@ -493,10 +493,39 @@ def embedded_folder_name(vocab_size: int, corpus_name: str = "embedded", max_byt
     return f"{corpus_name}-py{python or sys.version.split()[0]}-v{vocab_size}{cut}"
 
 
-def profile_dataset(profile, log: Callable[[str], None] = print, corpus_name: str = "embedded") -> Dataset:
-    """The named corpus as `profile` (a name or a `Profile`) trains on: at its vocabulary, cut to its
-    first documents up to its `corpus_bytes` where it sets them (smoke: tiny data)."""
+def profile_dataset(profile, log: Callable[[str], None] = print, corpus_name: str | None = None) -> Dataset:
+    """The named corpus `corpus_name` (default: the profile's own, `Profile.corpus`) as `profile` (a name or a
+    `Profile`) trains on: at its vocabulary, cut to its first documents up to its `corpus_bytes` where it sets them
+    (smoke: tiny data)."""
     from ..profiles import get_profile
 
     p = get_profile(profile)
-    return embedded_dataset(p.vocab_size, log=log, corpus_name=corpus_name, max_bytes=p.corpus_bytes)
+    return embedded_dataset(p.vocab_size, log=log, corpus_name=corpus_name or p.corpus, max_bytes=p.corpus_bytes)
+
+
+def run_dataset(data: dict, folder: str | Path | None = None, log: Callable[[str], None] = print) -> Dataset:
+    """The dataset a run trained on, from its record's `data` section (`folder`, `manifest_hash`): `folder` when
+    given; else the record's folder where it exists; else, when that folder was one `embedded_dataset` prepares (a
+    named corpus in the cache, on another machine), that corpus prepared here, if its manifest is the record's."""
+    if folder is not None:
+        return Dataset(folder)
+    old = Path(data["folder"])
+    if (old / MANIFEST).is_file():
+        return Dataset(old)
+    import re
+
+    named = re.fullmatch(r"(.+?)-(?:py\d[\d.]*-)?v(\d+)(?:-b(\d+))?", old.name)
+    if not named or named.group(1) not in corpus.CORPORA:
+        raise UserError(f"the run's data folder {str(old)!r} is not on this machine, and it is not a named corpus",
+                        "pass the folder it was prepared in as data=DIR (`frontier prepare --text ... --out DIR`)",
+                        "pass the folder it was prepared in as --data DIR (`frontier prepare --text ... --out DIR`)")
+    name, vocab, cut = named.group(1), int(named.group(2)), int(named.group(3)) if named.group(3) else None
+    log(f"the run's data folder {old} is not here: using the {name} corpus prepared on this machine")
+    here = embedded_dataset(vocab, log=log, corpus_name=name, max_bytes=cut)
+    if here.manifest_hash != data["manifest_hash"]:
+        how = f"frontier prepare --corpus {name} --vocab-size {vocab}" + (f", cut to {cut} bytes," if cut else "")
+        raise UserError(f"the {name} corpus prepared here ({here.folder}, manifest {here.manifest_hash}) is not the "
+                        f"data the run trained on (manifest {data['manifest_hash']}; its folder {str(old)!r} is "
+                        "not here)", f"pass that data as data=DIR (`{how} --out DIR` under the run's Python)",
+                        f"pass that data as --data DIR (`{how} --out DIR` under the run's Python)")
+    return here

@@ -33,6 +33,7 @@ from ..data.dataset import MANIFEST, embedded_folder_name
 from ..devices import DEVICES
 from ..errors import UserError
 from ..profiles import get_profile
+from .. import records
 from ..records import load_record
 from .bench_records import EXCLUDED, excluded
 from ..recipes import RECIPES, resolve
@@ -125,8 +126,8 @@ def _data_flag(rec: dict, profile) -> list[str]:
     """--data FOLDER, unless the run trained on the embedded corpus as its profile prepares it (the same folder name
     under the record's Python, wherever the cache lies)."""
     folder = Path(rec["data"]["folder"])
-    default = embedded_folder_name(rec["config"]["model"]["vocab_size"], max_bytes=profile.corpus_bytes,
-                                   python=(rec.get("hardware") or {}).get("python"))
+    default = embedded_folder_name(rec["config"]["model"]["vocab_size"], corpus_name=profile.corpus,
+                                   max_bytes=profile.corpus_bytes, python=(rec.get("hardware") or {}).get("python"))
     return [] if folder.name == default else ["--data", str(folder)]
 
 
@@ -136,6 +137,8 @@ def reproduce(rec: dict) -> Reproduction:
     t = cfg.train
     argv = ["frontier", "train", "--recipe", cfg.recipe, "--profile", cfg.profile, "--seed", str(rec["seed"])]
     steps = rec.get("max_steps")
+    if (rec.get("budget") or {}).get("explicit_steps") is False:
+        steps = None  # the steps rule's own steps: the budget bought them
     budget = None if steps else t.budget_s
     argv += ["--steps", str(steps)] if steps else ["--budget", f"{t.budget_s:g}"]
     argv += ["--clock", t.clock, "--kernels", t.kernels]
@@ -177,6 +180,26 @@ def parameter_parts(rec: dict) -> dict:
     for name, p in model.named_parameters():
         if not name.endswith(".sink"):  # the sparse update's gradient sink is not a weight
             parts[names.get(name.split(".")[0], "network")] += p.numel()
+    return parts
+
+
+def artifact_bytes(rec: dict) -> dict:
+    """What a run's scored model holds, in bytes, by part: "weights" (every trained parameter, in the dtype it is
+    stored in), "n-gram tables" (the counts the mixture reads) and "other buffers"; from the recorded config built on
+    the `meta` device with this code, its state dict as `frontier.train.checkpoint` saves it (the gradient sink of
+    the sparse update left out: not a weight). An EMA run scores one set of weights (its mix), so it counts once."""
+    from ..train.step import build_model
+
+    cfg = RunConfig.from_dict(rec["config"])
+    with torch.device("meta"):
+        model = build_model(cfg)
+    params = {n for n, _ in model.named_parameters()}
+    parts = {"weights": 0, "n-gram tables": 0, "other buffers": 0}
+    for name, t in model.state_dict().items():
+        if name.endswith(".sink"):
+            continue
+        part = "weights" if name in params else "n-gram tables" if name.startswith("ngram.") else "other buffers"
+        parts[part] += t.numel() * t.element_size()
     return parts
 
 
@@ -234,13 +257,22 @@ def score_section(rec: dict) -> list[str]:
     return lines
 
 
+def _steps_note(rec: dict) -> str:
+    budget = rec.get("budget") or {}
+    if budget.get("rule") == "steps" and not budget.get("explicit_steps"):
+        return (f"The steps rule bought {fmt(rec.get('steps'))} steps at the step cost it read ({budget.get('source')}): "
+                f"the same on any machine while the committed cost table holds that cost.")
+    if rec.get("max_steps"):
+        return f"This run took {fmt(rec.get('steps'))} steps."
+    return f"The steps a budget buys depend on the machine and its clock; this run took {fmt(rec.get('steps'))}."
+
+
 def reproduce_section(rec: dict) -> list[str]:
     r = reproduce(rec)
     lines = ["```", r.command(), "```"]
     if r.exact:
         lines.append(f"Checked: these flags resolve, with this code, to the record's config, field for field (hash "
-                     f"{r.config.digest()}; recorded {rec.get('config_hash')}). The steps a budget buys depend on the "
-                     f"machine and its clock; this run took {fmt(rec.get('steps'))}.")
+                     f"{r.config.digest()}; recorded {rec.get('config_hash')}). " + _steps_note(rec))
     else:
         lines.append("**Not exact**: the flags do not reach this record's config: " + "; ".join(r.differs) + ".")
     if rec.get("command"):
@@ -276,6 +308,9 @@ def parameters_section(rec: dict) -> list[str]:
              f"**differs from the record's total {fmt(recorded)}**: this code builds another model from the config")
     lines = [" · ".join(f"{k} {v:,}" for k, v in parts.items()) + f" · total {total:,} (from the config built "
              f"with this code; {check})"]
+    art = artifact_bytes(rec)
+    lines.append(f"artifact (what is scored, as saved): {sum(art.values()):,} bytes = "
+                 + " + ".join(f"{k} {v:,}" for k, v in art.items() if v))
     ngram = rec.get("ngram")
     if ngram and ngram.get("table_mib") is not None:
         folds = f", {ngram['folds']} folds" if "folds" in ngram else ""  # older records do not say
@@ -343,6 +378,8 @@ def record_card(rec: dict) -> str:
     """The record card of a run record (`frontier.records.load_record`) as Markdown."""
     where = f" (`{rec['run_dir']}`)" if rec.get("run_dir") else ""
     lines = [f"## Record card: {rec.get('label') or rec['recipe']} / {rec['profile']}, seed {rec['seed']}{where}", ""]
+    if records.superseded(rec):
+        lines += [f"**Superseded**: {records.superseded(rec)}.", ""]
     lines += [line + "  " for line in score_section(rec)]
     for title, section in SECTIONS:
         lines += ["", f"### {title}", ""] + section(rec)

@@ -31,7 +31,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_replay(a) -> int:
-    from ..data.dataset import Dataset
+    from ..data.dataset import run_dataset
     from ..devices import select_device
     from ..records import load_record
     from .replay import verify
@@ -39,7 +39,7 @@ def cmd_replay(a) -> int:
     device, failed = select_device(a.device), 0
     for run in a.runs:
         rec = load_record(run)
-        check = verify(run, rec, Dataset(a.data or rec["data"]["folder"]), device, log=lambda m: None)
+        check = verify(run, rec, run_dataset(rec["data"], a.data), device, log=lambda m: None)
         failed += not check["reproduced"]
         print(f"{run}: {'reproduced' if check['reproduced'] else 'NOT reproduced'}: {check['why']}")
     return 1 if failed else 0
@@ -187,6 +187,18 @@ def cmd_ngram_orders(a) -> int:
     return 0
 
 
+def cmd_compressors(a) -> int:
+    from ..data.dataset import Dataset, profile_dataset
+    from .bench_records import cli_command, default_record_dir
+    from .compressors import run_compressor_bench
+
+    dataset = Dataset(a.data) if a.data else profile_dataset(a.profile)
+    command = cli_command("compressors", [], {"--profile": a.profile, "--data": a.data})
+    result = run_compressor_bench(dataset, a.profile, a.out or default_record_dir(a.profile), command=command)
+    print(f"bench record: {result['path']}")
+    return 0
+
+
 def cmd_bench_ngram(a) -> int:
     from .bench_records import cli_command, default_record_dir
     from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
@@ -226,6 +238,7 @@ def cmd_ladder(a) -> int:
     from .ladder import format_ladder, ladder_rows, parse_equal_steps, run_ladder, write_ladder_record
 
     p = get_profile(a.profile)
+    a.corpus = a.corpus or p.corpus
     equal_steps = parse_equal_steps(a.equal_steps, a.root, p.name)  # before anything trains
     results = run_ladder(p, a.seeds or p.seeds, root=a.root, corpus=a.corpus)
     rows = ladder_rows(results, equal_steps=equal_steps)
@@ -235,6 +248,12 @@ def cmd_ladder(a) -> int:
                                                   "--seeds", str(a.seeds or p.seeds), "--root", a.root]
                                       + [x for item in a.equal_steps for x in ("--equal-steps", item)]})
     print(f"ladder record: {path}")
+    if a.figure:
+        from ..figures import save_figure
+        from .ladder import ladder_figure, ladder_title
+
+        save_figure(ladder_figure(rows, title=ladder_title(p, a.corpus, a.seeds or p.seeds)), a.figure)
+        print(f"figure: {a.figure}")
     return 0
 
 
@@ -244,6 +263,7 @@ def cmd_ablate(a) -> int:
     from .sweep import format_sweep
 
     p = get_profile(a.profile)
+    a.corpus = a.corpus or p.corpus
     rec = run_ablation(a.recipe, p, seeds=range(a.seeds or p.seeds), steps=a.steps, removes=a.remove or None,
                        corpus=a.corpus, root=a.root)
     print(format_sweep(rec))
@@ -370,7 +390,7 @@ def register(sub) -> None:
     s.add_argument("--write-table", action="store_true", help="with --costs: write the measured costs into the "
                    "committed table (frontier/train/costs.json)")
     s.add_argument("--device", default="auto", choices=DEVICES)
-    s.add_argument("--data", help="dataset folder (default: the embedded corpus)")
+    s.add_argument("--data", help="dataset folder (default: the profile's corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")
     s.add_argument("--no-memory", action="store_true", help="skip peak memory (on the CPU: a fresh process per "
                                                             "recipe, one process only)")
@@ -396,7 +416,7 @@ def register(sub) -> None:
                    help="fingerprint bits per hashed context, overriding the recipe's (e.g. 31)")
     s.add_argument("--windows-per-call", type=positive_int, default=128,
                    help="windows per observe call, as count_tokens cuts them (default 128)")
-    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
     s.add_argument("--no-reference", action="store_true", help="time the NumPy counting alone (no torch reference)")
 
     s = _bench_parser(sub, "ngram-orders", cmd_ngram_orders, "the n-gram model alone against its longest context, "
@@ -405,7 +425,14 @@ def register(sub) -> None:
                       "context alone at every length (frontier.study.ngram_orders).", profile=_TABLES_PROFILE,
                       repeats=False)
     s.add_argument("--recipe", default="ngram-only", help="whose n-gram config (default ngram-only)")
-    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's embedded corpus)")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
+
+    s = _bench_parser(sub, "compressors", cmd_compressors, "classical compressors on the held-out splits, given "
+                      "the training text", "xz, PPMd orders 6 and 16 (pyppmd or 7z), bzip2 and gzip: bits per byte "
+                      "on validation and test (where the data has one), given the training text as context "
+                      "(8 x (compressed(train + split) - compressed(train)) / split bytes), and on the split alone "
+                      "(frontier.study.compressors).", profile="whose corpus (default cpu)", repeats=False)
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
 
     s = _bench_parser(sub, "bench-versions", cmd_bench_versions, "time recipes under several versions of the code, "
                       "side by side", "Each VERSION (a checkout folder, or a commit checked out into a temporary "
@@ -465,8 +492,8 @@ def register(sub) -> None:
                                    "at equal steps (--equal-steps) and at equal budget; keep the table as a ladder "
                                    "record in ROOT/PROFILE/ladder/.")
     s.add_argument("--profile", default="cpu", help="profile (default cpu)")
-    s.add_argument("--corpus", default="embedded", choices=CORPORA,
-                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--corpus", choices=CORPORA,
+                   help="the corpus (default: the profile's, `frontier profiles`; prepared at its vocabulary)")
     s.add_argument("--seeds", type=positive_int, default=None, help="seeds per rung (default: the profile's)")
     s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
     s.add_argument("--equal-steps", action="append", default=[], metavar="RUNG=SWEEP:VARIANT[:removes]",
@@ -474,6 +501,7 @@ def register(sub) -> None:
                         "ROOT/PROFILE/sweeps/: its row VARIANT paired with the sweep's base (`removes`: the variant is "
                         "the base without the rung's change); repeatable, e.g. "
                         "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
+    s.add_argument("--figure", metavar="PNG", help="also draw the ladder's figure into PNG (e.g. figures/ladder_cpu.png)")
     s.set_defaults(func=cmd_ladder)
 
     s = sub.add_parser("ablate", help="leave-one-out: a recipe with each of its learning changes removed in turn",
@@ -489,8 +517,8 @@ def register(sub) -> None:
     s.add_argument("--remove", action="append", default=[], metavar="PART",
                    help="only this part (bigram, ngram, average, gate, or all: the baseline); repeatable "
                         "(default: each part, then all)")
-    s.add_argument("--corpus", default="embedded", choices=CORPORA,
-                   help="the corpus (default embedded; another one is prepared at the profile's vocabulary)")
+    s.add_argument("--corpus", choices=CORPORA,
+                   help="the corpus (default: the profile's, `frontier profiles`; prepared at its vocabulary)")
     s.add_argument("--seeds", type=positive_int, default=None, help="seeds (default: the profile's)")
     s.add_argument("--root", default="runs", help="where the run folders live (default runs)")
     s.set_defaults(func=cmd_ablate)

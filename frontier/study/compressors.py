@@ -1,4 +1,5 @@
-"""What classical compressors reach on the same validation split, in the same unit (bits per byte).
+"""What classical compressors reach on the same held-out splits (validation, and test where the data has one), in
+the same unit (bits per byte).
 
 A compressor gets the training text as context, as the model does: its score is
     bpb = 8 * (len(compress(train + val)) - len(compress(train))) / len(val)
@@ -30,9 +31,9 @@ DEFAULT_CONTEXT_BYTES = 64 << 20
 
 
 def split_text(dataset: Dataset, split: str) -> bytes:
-    """The documents of a split, decoded from its shards and concatenated (UTF-8)."""
+    """The documents of a split ("train", "val" or "test"), decoded from its shards and concatenated (UTF-8)."""
     tok = dataset.tokenizer
-    shards = dataset.train_tokens() if split == "train" else [dataset.val_tokens()]
+    shards = dataset.train_tokens() if split == "train" else [dataset.heldout_tokens(split)]
     out = []
     for shard in shards:
         ids = np.asarray(shard)
@@ -89,19 +90,38 @@ def conditional_bpb(compress, context: bytes, target: bytes) -> float:
     return 8 * (len(compress(context + target)) - len(compress(context))) / len(target)
 
 
-def compressor_bpb(dataset: Dataset, context_bytes: int = DEFAULT_CONTEXT_BYTES) -> list[dict]:
-    """One row per available compressor: its bits per byte on the validation split, given the train text."""
-    train, val = split_text(dataset, "train"), split_text(dataset, "val")
-    if len(val) != dataset.val_bytes:
-        raise RuntimeError(f"decoded validation text has {len(val)} bytes, the manifest says {dataset.val_bytes}")
+def compressor_bpb(dataset: Dataset, context_bytes: int = DEFAULT_CONTEXT_BYTES, splits=None) -> list[dict]:
+    """One row per available compressor: its bits per byte on each held-out split in `splits` (default: val, and
+    test where the data has one) given the train text (`SPLIT_bpb`: the competition's comparison), and on the split
+    alone (`SPLIT_bpb_alone`: the compressor adapting as it reads, with no context)."""
+    splits = splits or (("val", "test") if dataset.has_test else ("val",))
+    train = split_text(dataset, "train")
+    targets = {s: split_text(dataset, s) for s in splits}
+    for s, text in targets.items():
+        if len(text) != dataset.heldout_bytes(s):
+            raise RuntimeError(f"decoded {s} text has {len(text)} bytes, the manifest says {dataset.heldout_bytes(s)}")
     context = train[-context_bytes:]
     rows = []
     for name, fn in available().items():
-        rows.append({
-            "compressor": name,
-            "val_bpb": conditional_bpb(fn, context, val),
-            "val_bpb_alone": 8 * len(fn(val)) / len(val),
-            "context_bytes": len(context),
-            "val_bytes": len(val),
-        })
+        alone = len(fn(context))  # compressed once, for every split
+        row = {"compressor": name, "context_bytes": len(context)}
+        for s, text in targets.items():
+            row.update({f"{s}_bpb": 8 * (len(fn(context + text)) - alone) / len(text),
+                        f"{s}_bpb_alone": 8 * len(fn(text)) / len(text), f"{s}_bytes": len(text)})
+        rows.append(row)
     return rows
+
+
+def run_compressor_bench(dataset: Dataset, profile: str, out: str | Path, command: list[str] | None = None,
+                         log=print) -> dict:
+    """`compressor_bpb` on `dataset`, kept as a bench record (kind "compressors") under `out`; returns it."""
+    from .bench_records import bench_record, new_record_path
+
+    path = new_record_path(out, "compressors", [profile])
+    rows = compressor_bpb(dataset)
+    for r in rows:
+        log(f"{r['compressor']:<22} " + "  ".join(f"{k} {v:.4f}" for k, v in r.items() if k.endswith("_bpb")))
+    arguments = {"profile": profile, "data": str(dataset.folder), "manifest_hash": dataset.manifest_hash,
+                 "context_bytes": DEFAULT_CONTEXT_BYTES}
+    return bench_record("compressors", arguments, command, f"{__name__}.run_compressor_bench",
+                        {"profile": profile, "rows": rows}, path, cpu=True)

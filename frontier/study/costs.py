@@ -35,7 +35,8 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
         for r in names:
             log(f"[{rep + 1}/{repeats}] {r}")
             cost, timings = measure_cost(cfgs[r], dataset, dev, log=log)
-            measured[r].append({"step_s": cost.step_s, "fixed_s": cost.fixed_s, **timings})
+            measured[r].append({"step_s": cost.step_s, "fixed_s": cost.fixed_s,
+                                "count_s_per_token": cost.count_s_per_token, **timings})
     committed = load_table(table)
     rows = []
     for r in names:
@@ -43,22 +44,26 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
         old = committed.get(key)
         rows.append({"recipe": r, "key": key, "step_s": statistics.median(m["step_s"] for m in measured[r]),
                      "fixed_s": statistics.median(m["fixed_s"] for m in measured[r]),
+                     "count_s_per_token": statistics.median(m["count_s_per_token"] for m in measured[r]),
+                     "counted_tokens": measured[r][0]["counted_tokens"],
                      "committed_step_s": old.step_s if old else None, "measurements": measured[r]})
-    arguments = {"recipes": names, "profile": profile, "repeats": repeats, "device": device}
+    arguments = {"recipes": names, "profile": profile, "repeats": repeats, "device": device,
+                 "data": dataset.manifest_hash}
     result = bench_record("costs", arguments, command, "frontier.study.costs.run_cost_bench",
                           {"profile": profile, "costs": rows}, path, cpu=dev.backend == "cpu")
     if write:
-        write_table([StepCost(row["key"], row["recipe"], profile, row["step_s"], row["fixed_s"], str(path))
-                     for row in rows], table)
+        write_table([StepCost(row["key"], row["recipe"], profile, row["step_s"], row["fixed_s"], str(path),
+                              row["count_s_per_token"]) for row in rows], table)
     return result
 
 
 def format_cost_bench(result: dict) -> str:
-    lines = [f"step costs at {result['profile']} (reference ms a step; fixed reference s a run)",
-             f"{'recipe':<20} {'here':>9} {'committed':>10} {'here/committed':>15} {'fixed':>7}"]
+    lines = [f"step costs at {result['profile']} (reference ms a step; fixed reference s a run; counting: reference "
+             f"s a million tokens of train shards)",
+             f"{'recipe':<20} {'here':>9} {'committed':>10} {'here/committed':>15} {'fixed':>7} {'counting':>9}"]
     for row in result["costs"]:
         old = row["committed_step_s"]
         ratio = f"{row['step_s'] / old:.3f}" if old else "-"
         lines.append(f"{row['recipe']:<20} {row['step_s'] * 1e3:>9.2f} {old * 1e3 if old else float('nan'):>10.2f} "
-                     f"{ratio:>15} {row['fixed_s']:>7.2f}")
+                     f"{ratio:>15} {row['fixed_s']:>7.2f} {row.get('count_s_per_token', 0.0) * 1e6:>9.3f}")
     return "\n".join(lines)

@@ -26,6 +26,7 @@ from ..devices import select_device
 from ..profiles import Profile, get_profile
 from ..recipes import Recipe, resolve
 from ..train.checkpoint import CHECKPOINT
+from ..train import cost as step_costs
 from ..train.trainer import train
 from . import bench_records
 from . import replay, report
@@ -114,6 +115,11 @@ def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, bac
     if rec.get("device", {}).get("backend") != backend:
         return f"device {rec.get('device', {}).get('backend')} (wanted {backend})"
     fixed_steps = cfg.train.clock == "steps" and (rec.get("budget") or {}).get("source") == "table"
+    if fixed_steps and steps is None:  # the same steps everywhere, as long as the table still buys them
+        now = step_costs.load_table().get(step_costs.cost_key(cfg))
+        want = now.steps_for(cfg.train.budget_s, step_costs.counted_tokens(cfg, dataset)) if now else None
+        if want != rec.get("steps"):
+            return f"{rec.get('steps')} steps; the committed cost table buys {want} now"
     if steps is None and hardware is not None and not fixed_steps:
         theirs = rec.get("hardware", {})
         other = [f"{k} {theirs.get(k)!r} (here {hardware.get(k)!r})" for k in SPEED_FIELDS
@@ -155,6 +161,8 @@ def run(
         dataset = data
     else:
         dataset = Dataset(data) if data else profile_dataset(prof, log=log)
+    if data is None and prof.corpus != "embedded":  # the profile's own corpus: its runs under ROOT/PROFILE/CORPUS/
+        label = f"{prof.corpus}/{label or cfg.recipe}"
     dev = select_device(device)
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}

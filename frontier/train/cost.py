@@ -3,11 +3,13 @@
 Under the steps rule (`TrainConfig.clock == "steps"`, the `smoke` and `cpu` profiles' default) a run of `budget_s`
 reference seconds takes
 
-    steps = floor((budget_s - fixed_s) / step_s)
+    steps = floor((budget_s - fixed_s - count_s_per_token * counted_tokens) / step_s)
 
 where `step_s` is what one step of the recipe costs in reference seconds (forward, backward, update, and whatever
-else the step charges: streamed n-gram counting, the EMA's update) and `fixed_s` what the run charges once (counting
-the train shards, warm-up beyond the start-up allowance). Both come from the committed cost table (`costs.json`
+else the step charges: streamed n-gram counting, the EMA's update), `fixed_s` what the run charges once (warm-up
+beyond the start-up allowance) and `count_s_per_token` what counting the train shards costs a token (a recipe that
+counts them up front: `counted_tokens` is the training split's size, so a bigger corpus charges more counting and
+buys fewer steps). All three come from the committed cost table (`costs.json`
 beside this file), built by `measure_cost` on one machine and normalised by the speed probe timed between the
 steps (`frontier.train.probes`): a reference second is `probe_ref_s / probe_s` wall seconds of that machine. So the
 same recipe, seed and budget train the same steps on any machine, at any thread count and under any load; a speed
@@ -72,12 +74,24 @@ class StepCost:
     recipe: str
     profile: str
     step_s: float  # reference seconds a step
-    fixed_s: float  # reference seconds charged once a run
+    fixed_s: float  # reference seconds charged once a run (warm-up beyond the start-up allowance)
     record: str | None = None  # the bench record it was read from (runs/bench/...), None when measured on the spot
+    count_s_per_token: float = 0.0  # reference seconds a token of the train shards costs to count (0: no counting)
 
-    def steps_for(self, budget_s: float) -> int:
-        """The steps `budget_s` reference seconds buy (at least one)."""
-        return max(1, math.floor((budget_s - self.fixed_s) / self.step_s))
+    def once_s(self, counted_tokens: int = 0) -> float:
+        """What a run charges once, counting `counted_tokens` tokens of train shards."""
+        return self.fixed_s + self.count_s_per_token * counted_tokens
+
+    def steps_for(self, budget_s: float, counted_tokens: int = 0) -> int:
+        """The steps `budget_s` reference seconds buy (at least one), after counting `counted_tokens` tokens."""
+        return max(1, math.floor((budget_s - self.once_s(counted_tokens)) / self.step_s))
+
+
+def counted_tokens(cfg: RunConfig, dataset) -> int:
+    """The tokens a run of `cfg` counts up front: the whole training split where its n-gram model counts the train
+    shards, else none (streamed counting is part of the step)."""
+    ngram = cfg.model.ngram
+    return int(dataset.manifest["train"]["tokens"]) if ngram is not None and ngram.counting == "shards" else 0
 
 
 def load_table(path: Path = TABLE) -> dict[str, StepCost]:
@@ -116,8 +130,8 @@ def measure_cost(cfg: RunConfig, dataset, device, probe_timer=None, rounds: int 
     timer = probe_timer or time_probe
     shapes = ProbeShapes.of(get_profile(cfg.profile))
     t = setup_training(cfg, dataset, device, seed=0)
-    counting_s = 0.0
-    if t.ngram is not None and t.ngram.cfg.counting == "shards":
+    counting_s, n_counted = 0.0, counted_tokens(cfg, dataset)
+    if n_counted:
         counting_s = t.ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
 
     def step(frac: float, n: int) -> float:
@@ -136,11 +150,14 @@ def measure_cost(cfg: RunConfig, dataset, device, probe_timer=None, rounds: int 
     warm_excess = max(sum(warmup) - cfg.train.startup_allowance_s, 0.0)
     cost = StepCost(key=cost_key(cfg), recipe=cfg.recipe, profile=cfg.profile,
                     step_s=statistics.median(r["ratio"] for r in timed) * ref,
-                    fixed_s=(counting_s + warm_excess) * scale)
+                    fixed_s=warm_excess * scale,
+                    count_s_per_token=counting_s * scale / n_counted if n_counted else 0.0)
+    counting = (f", counting {n_counted:,} tokens {counting_s * scale:.2f} s ({n_counted / counting_s:,.0f} tokens/s here)"
+                if n_counted else "")
     log(f"cost of {cfg.recipe} / {cfg.profile}: {cost.step_s * 1e3:.2f} reference ms a step, {cost.fixed_s:.2f} s "
-        f"once ({rounds} rounds of {steps_per_round} steps, probe {statistics.median(r['probe_s'] for r in timed) * 1e3:.1f} "
+        f"once{counting} ({rounds} rounds of {steps_per_round} steps, probe {statistics.median(r['probe_s'] for r in timed) * 1e3:.1f} "
         f"ms here against {ref * 1e3:.1f} ms reference)")
-    measured = {"warmup_s": warmup, "counting_s": counting_s, "rounds": timed, "threads": torch.get_num_threads(),
+    measured = {"warmup_s": warmup, "counting_s": counting_s, "counted_tokens": n_counted, "rounds": timed, "threads": torch.get_num_threads(),
                 "probe": cfg.train.probe, "probe_ref_s": ref}
     return cost, measured
 

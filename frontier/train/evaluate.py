@@ -13,7 +13,7 @@ import torch
 
 from .. import records
 from ..config import RunConfig
-from ..data.dataset import Dataset
+from ..data.dataset import Dataset, run_dataset
 from ..devices import DeviceInfo, as_device
 from ..errors import UserError
 from .bpb import evaluate_bpb_adaptive, evaluate_bpb_by_document
@@ -58,7 +58,7 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None = None, device: De
     rec = records.load_record(run_dir)
     model, cfg = load_run_model(run_dir, device.device, weights)
     if dataset is None:
-        dataset = Dataset(rec["data"]["folder"])
+        dataset = run_dataset(rec["data"], log=log)
     dataset.check_vocab(cfg.model.vocab_size, f"the run in {str(run_dir)!r}")
     if dataset.manifest_hash != rec["data"]["manifest_hash"]:
         log(f"note: {dataset.folder} is not the data this run trained on (manifest {dataset.manifest_hash} != "

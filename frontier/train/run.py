@@ -20,14 +20,14 @@ import torch
 
 from .. import kernels, records
 from ..config import RunConfig
-from ..data.dataset import Dataset
+from ..data.dataset import Dataset, run_dataset
 from ..devices import DeviceInfo
 from ..errors import UserError
 from ..profiles import get_profile
 from . import checkpoint
 from .clock import PROBE_REPEATS, BudgetClock
 from .compile import CompileWatch, fresh_compile
-from .cost import cost_for
+from .cost import cost_for, counted_tokens
 from .distributed import ONE, Dist
 from .probes import ProbeShapes, source_hash, time_probe
 from .step import Training, setup_training
@@ -74,10 +74,13 @@ def budget_steps(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, steps: in
         return None
     cost, source = cost_for(cfg, dataset, device, table, measure=steps is None, probe_timer=probe_timer, log=log)
     if source == "measured here" and dist.enabled:  # every rank must take the same steps: rank 0's measurement
-        cost = dataclasses.replace(cost, step_s=dist.from_main(cost.step_s), fixed_s=dist.from_main(cost.fixed_s))
-    n = steps if steps is not None else cost.steps_for(cfg.train.budget_s)
+        cost = dataclasses.replace(cost, step_s=dist.from_main(cost.step_s), fixed_s=dist.from_main(cost.fixed_s),
+                                   count_s_per_token=dist.from_main(cost.count_s_per_token))
+    counted = counted_tokens(cfg, dataset)
+    n = steps if steps is not None else cost.steps_for(cfg.train.budget_s, counted)
     return {"rule": "steps", "cost": dataclasses.asdict(cost) if cost else None, "source": source, "steps": n,
-            "explicit_steps": steps is not None}
+            "explicit_steps": steps is not None, "counted_tokens": counted,
+            "once_s": cost.once_s(counted) if cost else None}
 
 
 def setup(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, dist: Dist) -> Training:
@@ -134,7 +137,7 @@ class Run:
                             max_steps=budget["steps"] if budget else steps,
                             step_cost_s=budget["cost"]["step_s"] if budget and budget["cost"] else None)
         if clock.step_cost_s is not None:
-            clock.charge_fixed(budget["cost"]["fixed_s"])
+            clock.charge_fixed(budget["once_s"])
         run = cls(cfg, dataset, run_dir, device, seed, training, clock, dist=dist, sessions=[dist.world_size], **kw)
         run.base["budget"] = budget
         return run
@@ -148,7 +151,7 @@ class Run:
                             "start a new run with another --out")
         state = checkpoint.load(run_dir)
         cfg, seed = state["run_config"], state["seed"]
-        dataset = dataset if dataset is not None else Dataset(old["data"]["folder"])
+        dataset = dataset if dataset is not None else run_dataset(old["data"])
         check_request(cfg, dataset, state["clock"]["max_steps"])
         training = setup(cfg, dataset, device, seed, dist)
         dist.agree(lambda: open_run_dir(run_dir, resuming=True))
@@ -173,7 +176,8 @@ class Run:
             "device": self.device.describe(), "hardware": records.hardware(self.device.device),
             "code": records.code_version(),
             "data": {"folder": str(dataset.folder), "manifest_hash": dataset.manifest_hash,
-                     "train_tokens": sum(len(t) for t in dataset.train_tokens())},  # epochs read = tokens / this
+                     "train_tokens": sum(len(t) for t in dataset.train_tokens()),  # epochs read = tokens / this
+                     "corpus": records.manifest_corpus(dataset.manifest)},
             "params": self.training.model.num_params(), "strict": strict, "kernels": cfg.train.kernels,
             "clock": cfg.train.clock,
             "world_size": dist.world_size,  # processes (data-parallel ranks); not in the config: it trains the same
