@@ -14,6 +14,17 @@ UNICODE_DOC = (
 )
 
 
+@pytest.fixture
+def rule_of_three(monkeypatch):
+    """Tests of how verdicts are composed, on three-seed fixtures, run under the rule's thresholds set to three seeds
+    and p < 0.05; the rule itself (5 seeds, p < 0.01) is tested in test_sweep.py and by
+    `test_the_rule_at_five_seeds_keeps_only_below_p_001` in test_ladder.py."""
+    from frontier.study import compare
+
+    monkeypatch.setattr(compare, "MIN_SEEDS", 3)
+    monkeypatch.setattr(compare, "KEEP_ALPHA", 0.05)
+
+
 # Started first, so that a run cut short by a CI time limit has already told whether the book runs.
 LONGEST = ("test_every_chapter_runs_with_the_smoke_profile",)
 

@@ -5,8 +5,14 @@ import math
 
 import pytest
 
+from frontier.cli import main
+from frontier.profiles import get_profile
 from frontier.recipes import FINAL, get_recipe, resolve
-from frontier.study import ladder
+from frontier.study import compare, ladder
+
+
+# How verdicts are composed, on three-seed fixtures: the rule's thresholds at three seeds and p < 0.05 (conftest.py).
+pytestmark = pytest.mark.usefixtures("rule_of_three")
 
 
 def _recs(recipe, values, steps=100, tokens_per_s=1000.0, clock="reference"):
@@ -63,7 +69,7 @@ def test_rows_pair_each_rung_with_the_one_below():
     assert by["embedding fix"]["over"] == "compile"
     assert math.isclose(by["embedding fix"]["gain"], (1.89 + 1.925 + 1.905 - 1.80 - 1.83 - 1.81) / 3)
     assert by["embedding fix"]["budget_verdict"] == "better beyond the noise"
-    assert by["embedding fix"]["verdict"].startswith("undecided: equal steps not measured; equal budget: better")
+    assert by["embedding fix"]["verdict"].startswith("not shown: equal steps not measured; equal budget: better")
     assert by["embedding fix"]["kept"] is None and by["embedding fix"]["kind"] == "learning"
     assert by["torch.compile"]["kind"] == "speed" and by["torch.compile"]["p"] is None  # no bpb test
     assert math.isclose(by["final"]["total"], 1.91 - 1.69)
@@ -122,9 +128,17 @@ def test_the_figure_draws_every_measured_rung():
     assert labels[0] == "baseline\n90-110 steps" and labels[2] == "embedding fix\n100 steps"  # every bpb with its steps
 
 
+def test_the_ladder_command_draws_its_figure_from_the_rows_it_judged(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(ladder, "run_ladder", lambda *a, **k: _results())
+    png = tmp_path / "figures" / "ladder_smoke.png"
+    assert main(["ladder", "--profile", "smoke", "--root", str(tmp_path), "--figure", str(png)]) == 0
+    assert png.stat().st_size > 10_000 and f"figure: {png}" in capsys.readouterr().out
+    assert ladder.ladder_title(get_profile("cpu"), "docstrings", 5) == (
+        "the ladder: cpu profile, docstrings corpus, 5 seeds,\n180 reference s by the steps rule")
+
+
 @pytest.mark.parametrize("argv", [["ladder", "--seeds", "0"], ["ladder", "--corpus", "nope"]])
 def test_bad_ladder_arguments_are_one_line(argv, capsys):
-    from frontier.cli import main
 
     with pytest.raises(SystemExit) as e:
         main(argv)
@@ -152,7 +166,7 @@ def test_readme_table_marks_what_was_not_measured():
     table = ladder.readme_table(rec)
     assert "generated from runs/cpu/ladder/embedded-1.json" in table
     assert "| NKI kernels | `-` | not measured here |" in table and "| 1.259 |" in table and "| 0.959 |" in table
-    assert "(p < 0.05)" not in table and "over `compile` (3 seeds; 100 vs 125 (120-130) steps) | undecided: " in table
+    assert "(p < 0.05)" not in table and "over `compile` (3 seeds; 100 vs 125 (120-130) steps) | not shown: " in table
 
 
 @pytest.mark.parametrize("path, named", [("../runs/cpu/ngram/s0", "runs/cpu/ngram/s0"),
@@ -268,8 +282,8 @@ def test_a_learning_rung_is_judged_at_equal_steps_then_budget(monkeypatch):
     assert mix["equal_steps"]["gain"] == 0.105 and mix["budget_verdict"] == "better beyond the noise"
     assert mix["kept"] is True and mix["verdict"].startswith("kept: equal steps: better (gain +0.1050, p = 0.004)")
     assert rows["final"]["equal_steps"] == mix["equal_steps"]  # "ngram" serves the final rung while final is ngram
-    ema = rows["EMA"]  # better at equal steps, inside the noise at budget: kept (not worse beyond it)
-    assert ema["equal_steps"]["gain"] == 0.004 and ema["budget_verdict"] == "inside the noise"
+    ema = rows["EMA"]  # better at equal steps, not shown at budget: kept (not worse beyond it)
+    assert ema["equal_steps"]["gain"] == 0.004 and ema["budget_verdict"].startswith("not shown (p = ")
     assert ema["kept"] is True and ema["verdict"].startswith("kept: ")
     assert "equal_steps" not in rows["embedding fix"] and rows["embedding fix"]["kept"] is None
     worse = {r["rung"]: r for r in ladder.ladder_rows(res, equal_steps={"ema": ladder.EqualSteps(sweep, "ema-worse")})}
@@ -317,7 +331,7 @@ def test_older_ladder_records_still_load_and_format():
         rows = {r["rung"]: r for r in ladder.judged_rows(rec["rows"])}
         c = rows["torch.compile"]
         assert c["kind"] == "speed" and c["p"] is None and c["verdict"].startswith(("buys", "costs"))
-        assert all(r["kind"] == "learning" and r["verdict"].split(":")[0] in ("kept", "dropped", "undecided")
+        assert all(r["kind"] == "learning" and r["verdict"].split(":")[0] in ("kept", "dropped", "not shown", "undecided")  # undecided: older records
                    for r in rows.values() if "gain" in r and r["rung"] != "torch.compile")
         for r in rows.values():  # every bpb printed with its steps
             if "mean" in r:
@@ -337,7 +351,7 @@ def test_an_older_row_is_presented_by_the_rule():
             "verdict": "better beyond the noise (p < 0.05)"}]
     rows = ladder.judged_rows(old)
     assert rows[1]["verdict"] == "buys 29 more steps (tokens/s not recorded)" and rows[1]["p"] is None
-    assert rows[2]["verdict"] == ("undecided: equal steps not measured; equal budget: better beyond the noise "
+    assert rows[2]["verdict"] == ("not shown: equal steps not measured; equal budget: better beyond the noise "
                                   "(+0.0800, p = 0.010)")
     assert ladder.bpb_cell(rows[0]) == "1.9000 ± 0.0100 (3 seeds, mean 233 steps)"
     assert old[1]["verdict"] == "better beyond the noise (p < 0.05)"  # the record's own rows are not changed
@@ -406,7 +420,6 @@ def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
 
 @pytest.mark.parametrize("item", ["ngram=ablation-final-420", "ngram=no-such-sweep:bigram"])
 def test_a_bad_equal_steps_flag_is_one_line_before_training(item, tmp_path, capsys, monkeypatch):
-    from frontier.cli import main
 
     monkeypatch.setattr(ladder, "run_ladder", lambda *a, **k: pytest.fail("trained before checking --equal-steps"))
     assert main(["ladder", "--root", str(tmp_path), "--equal-steps", item]) == 2
@@ -434,3 +447,40 @@ def test_a_weight_average_is_measured_at_equal_steps_inside_its_own_runs():
     with pytest.raises(Exception, match="val_bpb_live"):  # runs without an EMA have nothing to pair inside them
         ladder.WithinRuns(tuple(_recs("ngram", [1.7, 1.71, 1.72]))).measure()
     assert ladder.parse_equal_steps(["ema=within-runs"], "runs", "cpu") == {"ema": ladder.WITHIN_RUNS}
+
+
+def test_rows_report_test_and_the_regime_beside_validation_and_judge_on_validation_alone():
+    results = _results()
+    for recipe, recs in results.items():
+        for r in recs:  # test 0.1 above validation, the baseline's seed 2 much worse on test only
+            r.update(test_bpb=r["val_bpb"] + 0.1 + (0.5 if recipe == "baseline" and r["seed"] == 2 else 0.0),
+                     tokens=400, data={"train_tokens": 4000}, val_loss=2.0,
+                     curve={"train_loss": [3.0] * 9 + [1.9]})
+    rows = {r["rung"]: r for r in ladder.ladder_rows(results)}
+    plain = {r["rung"]: r for r in ladder.ladder_rows(_results())}
+    b, g = rows["baseline"], rows["embedding fix"]
+    assert b["test_values"] == pytest.approx([2.00, 2.02, 2.51]) and b["test_mean"] == pytest.approx(2.1767, abs=1e-4)
+    assert g["test_gain"] == pytest.approx(g["gain"]) and g["test_total"] > g["total"]  # the baseline's seed 2
+    assert g["epochs_each"] == [0.1, 0.1, 0.1] and g["loss_gap"] == pytest.approx(0.1)
+    for rung in rows:  # nothing judged reads test
+        assert rows[rung].get("verdict") == plain[rung].get("verdict") and rows[rung].get("p") == plain[rung].get("p")
+    assert "test_mean" not in plain["baseline"] and ladder.test_cell(plain["baseline"]) == ""
+    assert ladder.regime_cell(g) == "0.10 epoch; val - train +0.100 nats"
+    assert ladder.test_cell(g).startswith(f"{g['test_mean']:.4f} ± ")
+    table = ladder.readme_table({"path": "runs/cpu/ladder/docstrings-1.json", "writeup_trn2": ladder.WRITEUP_TRN2,
+                                 "rows": ladder.ladder_rows(results)})
+    assert "test_bpb here" in table.splitlines()[1] and "0.10 epoch" in table
+    assert "test_bpb here" not in ladder.readme_table({"path": "x.json", "writeup_trn2": ladder.WRITEUP_TRN2,
+                                                       "rows": ladder.ladder_rows(_results())})
+
+
+def test_the_rule_at_five_seeds_keeps_only_below_p_001(monkeypatch):
+    """The rule as it stands (test_sweep.py checks these are the module's constants): five paired seeds, p < 0.01."""
+    monkeypatch.setattr(compare, "MIN_SEEDS", 5)
+    monkeypatch.setattr(compare, "KEEP_ALPHA", 0.01)
+    budget = (0.02, 0.2, 5)  # not worse at equal budget
+    assert ladder.rule_verdict({"gain": 0.03, "p": 0.004, "seeds": 5}, budget)[0] is True
+    kept, why = ladder.rule_verdict({"gain": 0.03, "p": 0.02, "seeds": 5}, budget)
+    assert kept is None and why.startswith("not shown: equal steps: not shown (p = 0.020")
+    kept, why = ladder.rule_verdict({"gain": 0.03, "p": 0.001, "seeds": 4}, budget)
+    assert kept is None and "a verdict needs 5" in why

@@ -2,25 +2,28 @@
 
 import math
 
-from frontier.study.compare import MIN_SEEDS, judge, keep
+from frontier.study.compare import KEEP_ALPHA, MIN_SEEDS, judge, keep
 from frontier.recipes import FINAL
 from frontier.study.sweep import Variant, format_sweep, newest_sweep, run_sweep
 
 
 def test_one_seed_is_a_screen_never_a_verdict():
+    assert (MIN_SEEDS, KEEP_ALPHA) == (5, 0.01)  # the rule: a learning change is kept at p < 0.01 over 5 seeds
     assert judge(0.05, 0.001, 1).startswith("screen only")
     assert judge(0.05, float("nan"), MIN_SEEDS).startswith("screen only")
-    assert keep((0.05, None, 1), None) == (None, "equal steps: screen only (1 seed; a verdict needs 3)")
+    assert keep((0.05, None, 1), None) == (None, "equal steps: screen only (1 seed; a verdict needs 5)")
+    assert judge(0.05, 0.001, 4).startswith("screen only (4 seeds")  # p < 0.01 on four seeds: still a screen
 
 
 def test_the_rule_keeps_only_a_change_better_at_equal_steps_and_not_worse_at_equal_budget():
-    assert judge(0.01, 0.01, 3) == "better beyond the noise"
-    assert judge(-0.01, 0.01, 3) == "worse beyond the noise"
-    assert judge(0.01, 0.2, 3) == "inside the noise"
-    assert keep((0.01, 0.2, 3), None)[0] is False  # inside the noise at equal steps: dropped
-    assert keep((0.01, 0.01, 3), None)[0] is None  # better, the budget stage still to run
-    assert keep((0.01, 0.01, 3), (-0.002, 0.4, 3))[0] is True  # not worse beyond the noise at equal budget
-    assert keep((0.01, 0.01, 3), (-0.02, 0.01, 3))[0] is False  # worse at equal budget: dropped
+    assert judge(0.01, 0.009, 5) == "better beyond the noise"
+    assert judge(-0.01, 0.009, 5) == "worse beyond the noise"
+    assert judge(0.01, 0.02, 5) == "not shown (p = 0.020; the rule needs p < 0.01)"  # p < 0.05 is not enough
+    assert keep((0.01, 0.02, 5), None)[0] is None  # not shown at equal steps: not kept
+    assert keep((-0.01, 0.005, 5), None)[0] is False  # worse beyond the noise at equal steps: dropped
+    assert keep((0.01, 0.005, 5), None)[0] is None  # better, the budget stage still to run
+    assert keep((0.01, 0.005, 5), (-0.002, 0.4, 5))[0] is True  # not worse beyond the noise at equal budget
+    assert keep((0.01, 0.005, 5), (-0.02, 0.005, 5))[0] is False  # worse at equal budget: dropped
 
 
 def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
@@ -44,10 +47,26 @@ def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
 
 def test_a_change_that_trades_steps_is_judged_at_equal_budget_alone():
     """A bigger model wins at equal steps and may lose at equal budget: the steps do not decide, the budget does."""
-    better_at_steps = (0.02, 0.04, 3)
+    better_at_steps = (0.02, 0.04, 5)
     assert keep(better_at_steps, None, trades_steps=True)[0] is None  # the budget stage still to run
-    assert keep(better_at_steps, (-0.03, 0.01, 3), trades_steps=True)[0] is False  # worse at equal budget
-    assert keep(better_at_steps, (-0.002, 0.5, 3), trades_steps=True)[0] is False  # inside the noise: not shown to help
-    assert keep((-0.02, 0.01, 3), (0.03, 0.01, 3), trades_steps=True)[0] is True  # worse at equal steps, better at budget
-    assert keep(better_at_steps, (0.03, 0.01, 2), trades_steps=True)[0] is None  # too few seeds to decide
-    assert keep((-0.02, 0.01, 3), (0.03, 0.01, 3))[0] is False  # the plain rule would have dropped it
+    assert keep(better_at_steps, (-0.03, 0.005, 5), trades_steps=True)[0] is False  # worse at equal budget
+    assert keep(better_at_steps, (-0.002, 0.5, 5), trades_steps=True)[0] is None  # not shown to help: not kept
+    assert keep((-0.02, 0.005, 5), (0.03, 0.005, 5), trades_steps=True)[0] is True  # worse at steps, better at budget
+    assert keep(better_at_steps, (0.03, 0.005, 4), trades_steps=True)[0] is None  # too few seeds to decide
+    assert keep((-0.02, 0.005, 5), (0.03, 0.005, 5))[0] is False  # the plain rule would have dropped it
+
+
+def test_a_sweep_reports_test_beside_its_verdict_where_the_data_has_a_test_split(tmp_path, corpus_dir):
+    from frontier.data.dataset import prepare
+
+    data = prepare(tmp_path / "data", text=[str(corpus_dir)], vocab_size=512, val_fraction=0.2, test_fraction=0.2,
+                   log=lambda m: None)
+    assert data.has_test
+    base = Variant("base", "baseline")
+    lr = Variant("matrix lr x2", "baseline", optim={"matrix_lr": 0.04})
+    rec = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path / "runs", data=data,
+                    log=lambda *a: None)
+    row = rec["rows"][1]
+    t = [[r["runs"][s]["test_bpb"] for s in ("0", "1")] for r in rec["rows"]]
+    assert None not in t[0] + t[1] and math.isclose(row["test_gain"], sum(t[0]) / 2 - sum(t[1]) / 2)
+    assert "(test " in format_sweep(rec)

@@ -98,9 +98,12 @@ def sweep_name(recipe: str, steps: int | None, corpus: str = "embedded") -> str:
 
 
 def run_ablation(recipe: str | Recipe, profile, seeds=(0, 1, 2), steps: int | None = None,
-                 removes: list[str] | None = None, corpus: str = "embedded", root="runs", log=print) -> dict:
+                 removes: list[str] | None = None, corpus: str | None = None, root="runs", log=print) -> dict:
     """Train or reuse the recipe and each row of `variants` for `seeds`, at `steps` (None: the profile's budget)
-    on `corpus`, and write the sweep record (`frontier.study.sweep`). Returns it."""
+    on `corpus` (default: the profile's), and write the sweep record (`frontier.study.sweep`). Returns it."""
+    from ..profiles import get_profile
+
+    corpus = corpus or get_profile(profile).corpus
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     base, rows = variants(r, removes, steps)
     return run_sweep(sweep_name(r.name, steps, corpus), base, rows, profile=profile, seeds=tuple(seeds), steps=steps,

@@ -35,7 +35,8 @@ from ..errors import UserError
 from ..records import load_record
 from ..train.clock import PROBE_NOISE
 
-ALPHA = 0.05
+ALPHA = 0.05  # `compare` (`frontier compare`): a difference is called better or worse beyond the noise at p < 0.05
+KEEP_ALPHA = 0.01  # the rule for keeping a learning change is stricter: p < 0.01 ...
 POWER = 0.8
 
 # The project's rule for claims, measured in chapter 05 (shown by `frontier compare --help`).
@@ -56,30 +57,33 @@ RULE = (
     "(tokens/s, rounds interleaved in one process) and by the steps it buys under the reference clock; no bpb test. "
     "A learning change (anything that changes what is computed) is judged first at equal steps, paired by seed "
     "(a --steps run is nearly deterministic on the CPU), then confirmed at equal budget, trained interleaved with "
-    "its parent. It is kept when its paired gain at equal steps is positive with p < 0.05 (two-sided paired "
-    "t-test, at least 3 seeds) and at equal budget it is not worse beyond the noise; otherwise it is dropped. "
-    "A change that trades what a step learns for how many steps fit (the model's size, the batch) is shown at equal "
-    "steps but judged at equal budget alone: it is kept when its paired gain there is positive with p < 0.05."
+    "its parent. It is kept when its paired gain at equal steps is positive with p < 0.01 (two-sided paired "
+    "t-test, at least 5 seeds) and at equal budget it is not worse beyond the noise; worse beyond the noise at "
+    "equal steps, it is dropped; anything else is not shown (and not kept). A change that trades what a step "
+    "learns for how many steps fit (the model's size, the batch) is shown at equal steps but judged at equal "
+    "budget alone: it is kept when its paired gain there is positive with p < 0.01."
 )
-MIN_SEEDS = 3  # a paired t-test on 2 seeds has 1 degree of freedom: it clears p < 0.05 only for |t| > 12.7
+MIN_SEEDS = 5  # ... over at least 5 seeds, paired: fewer is a screen, which shows nothing
 
 
-def judge(gain: float, p: float | None, seeds: int, alpha: float = ALPHA) -> str:
-    """The verdict on one paired comparison (`gain`: how much lower the variant's val_bpb is, mean over seeds; `p`:
-    the paired t-test's): better or worse beyond the noise, inside it, or, with fewer than `MIN_SEEDS` seeds, a
-    screen that decides nothing."""
+def judge(gain: float, p: float | None, seeds: int, alpha: float | None = None) -> str:
+    """The verdict on one paired comparison of a learning change (`gain`: how much lower the variant's val_bpb is,
+    mean over seeds; `p`: the paired t-test's): better or worse beyond the noise (p < `alpha`), else not shown;
+    with fewer than `MIN_SEEDS` seeds, a screen that shows nothing. `alpha` None: `KEEP_ALPHA`."""
+    alpha = KEEP_ALPHA if alpha is None else alpha
     if seeds < MIN_SEEDS or p is None or not math.isfinite(p):
         return f"screen only ({seeds} seed{'s' if seeds != 1 else ''}; a verdict needs {MIN_SEEDS})"
     if p < alpha:
         return f"{'better' if gain > 0 else 'worse'} beyond the noise"
-    return "inside the noise"
+    return f"not shown (p = {p:.3f}; the rule needs p < {alpha:g})"
 
 
 def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, float | None, int] | None,
-         alpha: float = ALPHA, trades_steps: bool = False) -> tuple[bool | None, str]:
+         alpha: float | None = None, trades_steps: bool = False) -> tuple[bool | None, str]:
     """`RULE` for a learning change: (kept, why) from its paired (gain, p, seeds) at equal steps and at equal budget
-    (None: not measured yet). kept is None while the rule cannot decide (too few seeds, or the budget stage
-    missing after a gain at equal steps). `trades_steps` (a size or batch change: more or fewer steps fit the
+    (None: not measured yet). kept is True when the rule keeps it, False when it drops it (worse beyond the noise),
+    None when it is not shown (too few seeds, p not below `alpha`, or the budget stage missing after a gain at equal
+    steps): not kept either. `trades_steps` (a size or batch change: more or fewer steps fit the
     budget): equal steps is only shown; kept when better beyond the noise at equal budget."""
     if trades_steps:
         shown = judge(*at_steps, alpha) if at_steps is not None else "not measured"
@@ -88,13 +92,14 @@ def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, floa
         second, detail = _budget_stage(at_budget, alpha)
         if second.startswith("screen"):
             return None, f"equal budget: {second}"
-        return second.startswith("better"), f"equal budget: {second} ({detail}); equal steps, shown only: {shown}"
+        kept = True if second.startswith("better") else False if second.startswith("worse") else None
+        return kept, f"equal budget: {second} ({detail}); equal steps, shown only: {shown}"
     gain, p, n = at_steps
     first = judge(gain, p, n, alpha)
     if first.startswith("screen"):
         return None, f"equal steps: {first}"
     if not first.startswith("better"):
-        return False, f"equal steps: {first} (gain {gain:+.4f}, p = {p:.3f})"
+        return (False if first.startswith("worse") else None), f"equal steps: {first} (gain {gain:+.4f}, p = {p:.3f})"
     if at_budget is None:
         return None, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget not measured yet"
     second, detail = _budget_stage(at_budget, alpha)

@@ -102,8 +102,10 @@ def corpus_label(recipe: str, corpus: str = "embedded") -> str | None:
     return None if corpus == "embedded" else f"{corpus}/{recipe_name(recipe)}"
 
 
-def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "embedded", log=print) -> dict[str, list[dict]]:
-    """Train or reuse every rung's recipe for seeds 0..seeds-1 on `corpus` (`frontier.data.corpus.CORPORA`); returns
+def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str | None = None,
+               log=print) -> dict[str, list[dict]]:
+    """Train or reuse every rung's recipe for seeds 0..seeds-1 on `corpus` (`frontier.data.corpus.CORPORA`; default the
+    profile's); returns
     recipe -> records, in seed order. Seeds are interleaved across rungs (seed 0 of every rung, then seed 1),
     so a drift of the machine's speed while they train touches every rung alike."""
     from ..data.dataset import profile_dataset
@@ -111,6 +113,7 @@ def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "em
     from . import experiments as ex
 
     p = get_profile(profile)
+    corpus = corpus or p.corpus
     data = None if corpus == "embedded" else profile_dataset(p, log=log, corpus_name=corpus)
     out: dict[str, list[dict]] = {r.recipe: [] for r in LADDER if r.recipe}
     for seed in range(seeds):
@@ -120,9 +123,22 @@ def run_ladder(profile, seeds: int, root: str | Path = "runs", corpus: str = "em
     return out
 
 
-def _group(recipe: str, recs: list[dict]) -> Group:
-    return Group(recipe, tuple(r["val_bpb"] for r in recs), tuple(str(r.get("run_dir", "")) for r in recs),
+def _group(recipe: str, recs: list[dict], score: str = "val_bpb") -> Group:
+    return Group(recipe, tuple(r[score] for r in recs), tuple(str(r.get("run_dir", "")) for r in recs),
                  tuple(r.get("seed") for r in recs))
+
+
+def _has_test(recs: list[dict]) -> bool:
+    return bool(recs) and all(r.get("test_bpb") is not None for r in recs)
+
+
+def _regime(recs: list[dict]) -> dict:
+    """What a rung's runs read of their training split and how far validation lies from training: `epochs_each`
+    (`records.epochs_read`) and `loss_gap` (mean over seeds of `records.loss_gap`, nats a token)."""
+    epochs = [records.epochs_read(r) for r in recs]
+    gaps = [g for g in (records.loss_gap(r) for r in recs) if g is not None]
+    return {"epochs_each": epochs if all(e is not None for e in epochs) else None,
+            "loss_gap": mean(gaps) if gaps else None}
 
 
 @dataclass(frozen=True)
@@ -212,7 +228,7 @@ def speed_verdict(bought: float | None, ratio: float | None, clock: str | None =
     else:
         n = round(bought)
         what = f"buys {n:,} more steps" if n > 0 else f"costs {-n:,} steps" if n < 0 else "buys no more steps"
-    where = {"reference": " under the reference clock", "wall": " on the wall clock",
+    where = {"steps": " under the steps rule", "reference": " under the reference clock", "wall": " on the wall clock",
              "mixed": " (its runs on different clocks)"}.get(clock or "", "")
     return f"{what}{where} ({f'x{ratio:.2f} tokens/s' if ratio else 'tokens/s not recorded'})"
 
@@ -232,7 +248,7 @@ def trades_steps(recipe: str, over: str) -> bool:
 def rule_verdict(at_steps: dict | None, at_budget: tuple[float, float | None, int],
                  trades: bool = False) -> tuple[bool | None, str]:
     """(kept, verdict) of a learning rung by `compare.keep`: `at_steps` an `EqualSteps.measure()` (None: not
-    measured), `at_budget` the ladder's paired (gain, p, seeds). The verdict starts with kept, dropped or undecided."""
+    measured), `at_budget` the ladder's paired (gain, p, seeds). The verdict starts with kept, dropped or not shown."""
     if at_steps is None and not trades:
         gain, p, n = at_budget
         shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
@@ -240,7 +256,7 @@ def rule_verdict(at_steps: dict | None, at_budget: tuple[float, float | None, in
     else:
         steps = None if at_steps is None else (at_steps["gain"], at_steps["p"], at_steps["seeds"])
         kept, why = keep(steps, at_budget, trades_steps=trades)
-    return kept, f"{ {True: 'kept', False: 'dropped', None: 'undecided'}[kept]}: {why}"
+    return kept, f"{ {True: 'kept', False: 'dropped', None: 'not shown'}[kept]}: {why}"
 
 
 def check_equal_steps_keys(equal_steps: dict) -> None:
@@ -291,7 +307,9 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
     """One row per rung (`LADDER`), judged by `compare.RULE`.
 
     Every measured row: the mean, spread and count of val_bpb, each seed's value and steps (`steps`: their mean,
-    `steps_each`), `tokens_per_s` (mean over seeds), the `clock` its runs ran under, and, against the nearest
+    `steps_each`), `tokens_per_s` (mean over seeds), the `clock` its runs ran under, the regime (`epochs_each`,
+    `loss_gap`: `_regime`), where every run scored a test split its `test_values`, `test_mean` and `test_std` (and
+    `test_gain`, `test_p`, `test_total` beside the gains below: reported, never judged on), and, against the nearest
     measured rung below that its recipe is built on (`over`; a rung whose change was not kept is skipped), the bpb
     `gain` paired by seed (that rung's mean minus this one's, so positive is better) and the steps that rung took
     (`over_steps`, `over_steps_each`); `total` likewise against the baseline (a difference, not a test).
@@ -306,7 +324,7 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
     with its reason."""
     equal_steps = dict(equal_steps or {})
     check_equal_steps_keys(equal_steps)
-    rows, measured, base = [], [], None
+    rows, measured, base, base_recs = [], [], None, []
     for rung in LADDER:
         recs = results.get(rung.recipe or "", [])
         name = recipe_name(rung.recipe) if rung.recipe else "-"
@@ -326,12 +344,19 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
                    steps=sum(r["steps"] for r in recs) / len(recs), steps_each=[r["steps"] for r in recs],
                    tokens_per_s=_mean_tokens_per_s(recs), clock=_clock(recs),
                    runs=[repo_path(r.get("run_dir", "")) for r in recs],
-                   code=sorted({short_code(r.get("code")) for r in recs}))
+                   code=sorted({short_code(r.get("code")) for r in recs}), **_regime(recs))
+        tested = _has_test(recs)
+        if tested:
+            tg = _group(rung.recipe, recs, "test_bpb")
+            row.update(test_values=list(tg.values), test_mean=tg.mean, test_std=tg.std)
         if below is not None:
             other, other_recs = below[2], below[3]
             d = paired_test(other, g)
             row.update(gain=-d.delta, gain_std=d.diff_std, over=other.name,
                        over_steps=mean(r["steps"] for r in other_recs), over_steps_each=[r["steps"] for r in other_recs])
+            if tested and _has_test(other_recs):
+                dt = paired_test(_group(other.name, other_recs, "test_bpb"), tg)
+                row.update(test_gain=-dt.delta, test_p=dt.p)
             if rung.speed:
                 theirs = _mean_tokens_per_s(other_recs)
                 ratio = row["tokens_per_s"] / theirs if row["tokens_per_s"] and theirs else None
@@ -351,9 +376,12 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
                 row["kept"], row["verdict"] = rule_verdict(at_steps, at_budget, trades)
         if base is not None:
             row["total"] = -paired_test(base, g).delta
+            if tested and _has_test(base_recs):
+                row["test_total"] = -paired_test(_group("baseline", base_recs, "test_bpb"), tg).delta
         rows.append(row)
         measured.append((rung.name, name, g, recs))
-        base = base or g
+        if base is None:
+            base, base_recs = g, recs
     return rows
 
 
@@ -431,6 +459,26 @@ def tokens_cell(row: dict) -> str:
     return f"{row['tokens_per_s']:,.0f}" if row.get("tokens_per_s") else ""
 
 
+def test_cell(row: dict) -> str:
+    """A measured row's test_bpb: '1.8075 ± 0.0040 (+0.0421 over `compile`, p = 0.002)'; empty without a test split."""
+    if row.get("test_mean") is None:
+        return ""
+    spread = f" ± {row['test_std']:.4f}" if len(row["test_values"]) > 1 else ""
+    gain = f" ({row['test_gain']:+.4f} over `{row['over']}`{_p(row.get('test_p'))})" if "test_gain" in row else ""
+    return f"{row['test_mean']:.4f}{spread}{gain}"
+
+
+def regime_cell(row: dict) -> str:
+    """Epochs read and the validation-training loss gap: '0.20 epoch; val - train +0.005 nats'."""
+    parts = []
+    if row.get("epochs_each"):
+        lo, hi = min(row["epochs_each"]), max(row["epochs_each"])
+        parts.append(f"{lo:.2f} epoch" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}-{hi:.2f} epoch")
+    if row.get("loss_gap") is not None:
+        parts.append(f"val - train {row['loss_gap']:+.3f} nats")
+    return "; ".join(parts)
+
+
 def equal_steps_cell(row: dict) -> str:
     """A learning rung's gain at equal steps from its sweep: '+0.0020, p = 0.023 (3 seeds, 420 steps: `ema` over
     `ngram`, sweep ablation-final-420)'; 'not measured' without one; empty for other rows."""
@@ -457,7 +505,8 @@ def display_row(row: dict) -> dict:
     """One judged row (`judged_rows`) as the tables print it: every cell a string."""
     if "mean" not in row:
         return {"rung": row["rung"], "recipe": row["recipe"], "bpb": "not measured here", "note": row.get("note", "")}
-    return {"rung": row["rung"], "recipe": row["recipe"], "bpb": bpb_cell(row), "tokens": tokens_cell(row),
+    return {"rung": row["rung"], "recipe": row["recipe"], "bpb": bpb_cell(row), "test": test_cell(row),
+            "regime": regime_cell(row), "tokens": tokens_cell(row),
             "equal_steps": equal_steps_cell(row), "budget": budget_cell(row), "verdict": row.get("verdict", ""),
             "total": "" if "total" not in row else f"{row['total']:+.4f}", "note": row.get("note", "")}
 
@@ -478,6 +527,13 @@ def ancestors(recipe: str) -> list[str]:
         out.append(r.parent)
         r = RECIPES[r.parent]
     return out
+
+
+def ladder_title(profile, corpus: str, seeds: int) -> str:
+    """The ladder figure's title: what the runs were trained on and how their budget was set."""
+    charged = {"steps": "reference s by the steps rule", "reference": "reference s", "wall": "wall-clock s"}
+    return (f"the ladder: {profile.name} profile, {corpus} corpus, {seeds} seeds,\n"
+            f"{profile.budget_s:g} {charged.get(profile.clock, profile.clock + ' s')}")
 
 
 def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
@@ -591,10 +647,14 @@ def write_ladder_record(rows: list[dict], profile: str, corpus: str, root: str |
     return records.write_json(path, rec)
 
 
-def latest_ladder_record(profile: str, corpus: str = "embedded", root: str | Path = "runs") -> dict | None:
-    """The newest ladder record of this profile and corpus (None if there is none)."""
+def latest_ladder_record(profile: str, corpus: str | None = None, root: str | Path = "runs") -> dict | None:
+    """The newest ladder record of this profile and corpus (default: the profile's; None if there is none)."""
     import json
     import re
+
+    from ..profiles import get_profile
+
+    corpus = corpus or get_profile(profile).corpus
 
     def when(path: Path):
         m = re.fullmatch(re.escape(corpus) + r"-(\d{8}-\d{6})(?:-(\d+))?\.json", path.name)
@@ -605,7 +665,8 @@ def latest_ladder_record(profile: str, corpus: str = "embedded", root: str | Pat
 
 
 LADDER_COLUMNS = {"rung": "rung", "recipe": "recipe", "bpb": "val_bpb (mean ± std, seeds, steps)",
-                  "tokens": "tokens/s", "equal_steps": "gain at equal steps (sweep, paired by seed)",
+                  "test": "test_bpb (mean ± std; gain over the rung below, paired)",
+                  "regime": "epochs read; val - train loss", "tokens": "tokens/s", "equal_steps": "gain at equal steps (sweep, paired by seed)",
                   "budget": "gain at equal budget over the rung it is built on (paired by seed)",
                   "verdict": "verdict (the rule)", "total": "over baseline", "note": "note"}
 
@@ -628,16 +689,20 @@ def readme_table(record: dict) -> str:
     for the record it names). An older record's rows are presented by `judged_rows`."""
     w = record["writeup_trn2"]
     theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
+    tested = any(r.get("test_mean") is not None for r in record["rows"])  # records with a test split: two columns
+    extra = " test_bpb here (mean ± std; gain over the rung below, paired) | epochs read; val - train loss |"
     lines = [README_BEGIN.format(path=repo_path(record["path"])),
-             "| rung | recipe | val_bpb here (mean ± std, seeds, steps) | tokens/s | gain at equal steps (sweep, "
-             "paired by seed) | gain at equal budget over the rung it is built on (paired by seed) | verdict "
-             "(`frontier.study.compare.RULE`) | the write-up's (Trn2) |", "|---|---|---|---|---|---|---|---|"]
+             "| rung | recipe | val_bpb here (mean ± std, seeds, steps) |" + (extra if tested else "")
+             + " tokens/s | gain at equal steps (sweep, paired by seed) | gain at equal budget over the rung it is "
+             "built on (paired by seed) | verdict (`frontier.study.compare.RULE`) | the write-up's (Trn2) |",
+             "|---|---|---|" + ("---|---|" if tested else "") + "---|---|---|---|---|"]
     for r in judged_rows(record["rows"]):
         d = display_row(r)
         if "mean" not in r:
-            cells = [d["bpb"], "", "", d["note"], ""]
+            cells = [d["bpb"]] + (["", ""] if tested else []) + ["", "", d["note"], ""]
         else:
-            cells = [d["bpb"], d["tokens"], d["equal_steps"], d["budget"], d["verdict"]]
+            cells = ([d["bpb"]] + ([d["test"], d["regime"]] if tested else [])
+                     + [d["tokens"], d["equal_steps"], d["budget"], d["verdict"]])
         cells = [c.replace("|", "\\|") for c in cells]
         lines.append(f"| {r['rung']} | `{r['recipe']}` | " + " | ".join(cells) + f" | {theirs.get(r['rung'], '')} |")
     return "\n".join(lines + [README_END])

@@ -75,14 +75,15 @@ class Variant:
 
 def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", seeds=(0, 1, 2),
               steps: int | None = None, root: str | Path = "runs", data=None, log=print, write: bool = True,
-              corpus: str = "embedded") -> dict:
+              corpus: str | None = None) -> dict:
     """Train or reuse `base` and every variant for `seeds` at `steps` steps (None: the profile's budget) on `corpus`
-    (`frontier.data.corpus.CORPORA`; another than the embedded one is prepared at the profile's vocabulary and its
-    runs live under ROOT/PROFILE/CORPUS/), then judge
+    (`frontier.data.corpus.CORPORA`, default the profile's; another than the embedded one is prepared at the
+    profile's vocabulary and its runs live under ROOT/PROFILE/CORPUS/), then judge
     each variant against the base, paired by seed (`frontier.study.compare.judge`). Returns the sweep record (also
     written to ROOT/PROFILE/sweeps/ unless `write` is False): per row the variant, each seed's val_bpb and steps,
     the paired difference and the verdict."""
     prof = get_profile(profile)
+    corpus = corpus or prof.corpus
     if data is None and corpus != "embedded":
         data = experiments.profile_dataset(prof, log=log, corpus_name=corpus)
     rows = []
@@ -103,6 +104,13 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
             row.update(delta=delta, gain=-delta, p=None if d is None else d.p,
                        diff_std=None if d is None else d.diff_std,
                        verdict=judge(-delta, None if d is None else d.p, len(seeds)))
+            tests = [row["runs"][str(s)]["test_bpb"] for s in seeds]
+            base_tests = [_run_summary(base_recs[s], base.score)["test_bpb"] for s in seeds]
+            if None not in tests + base_tests:  # reported beside the verdict, never judged on
+                t_base = Group(base.name, tuple(base_tests), (), tuple(seeds))
+                t_var = Group(v.name, tuple(tests), (), tuple(seeds))
+                dt = paired_test(t_base, t_var) if len(seeds) > 1 else None
+                row.update(test_gain=-(t_var.mean - t_base.mean), test_p=None if dt is None else dt.p)
         rows.append(row)
         log(f"sweep {name}: {v.name}: " + ", ".join(f"s{s} {r[v.score]:.4f} ({r['steps']} steps)"
                                                      for s, r in recs.items()))
@@ -114,8 +122,11 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
 
 
 def _run_summary(rec: dict, score: str = "val_bpb") -> dict:
-    """One run in a sweep row: `val_bpb` is the score the row is judged by (`score` of the record)."""
-    return {"val_bpb": rec[score], "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
+    """One run in a sweep row: `val_bpb` is the score the row is judged by (`score` of the record); `test_bpb` the
+    same weights on the test split where the run scored one (a run scores test for its declared weights only, so a
+    row read from its live weights has none)."""
+    return {"val_bpb": rec[score], "test_bpb": rec.get("test_bpb") if score == "val_bpb" else None,
+            "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
             "run_dir": rec.get("run_dir"), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
 
 
@@ -137,7 +148,9 @@ def format_sweep(rec: dict) -> str:
         cells = "".join(f"{row['runs'][str(s)]['val_bpb']:>9.4f} ({row['runs'][str(s)]['steps']:>3})" for s in seeds)
         gain = f"{row['gain']:>+9.4f}" if "gain" in row else f"{'(base)':>9}"
         p = f"{row['p']:>8.3f}" if row.get("p") is not None else f"{'':>8}"
-        lines.append(f"{row['name']:<34}{cells}{gain}{p}  {row.get('verdict', '')}")
+        test = (f"  (test {row['test_gain']:+.4f}" + (f", p {row['test_p']:.3f})" if row.get("test_p") is not None
+                                                      else ")")) if "test_gain" in row else ""
+        lines.append(f"{row['name']:<34}{cells}{gain}{p}  {row.get('verdict', '')}{test}")
     return "\n".join(lines)
 
 
