@@ -65,8 +65,9 @@ STEPS = ablation.EQUAL_STEPS.get(P.name)
 results = ladder.run_ladder(P, P.seeds, root=run_root, log=log)
 at_steps = ablation.run_ablation("final", P, seeds=range(P.seeds), steps=STEPS, root=run_root, log=log)
 at_budget = newest_sweep(run_root, P.name, "ablation-final-budget")
-equal_steps = {"bigram": ladder.EqualSteps(at_steps, "- bigram table", removes=True),
-               "ngram": ladder.EqualSteps(at_steps, "- n-gram mix", removes=True),
+removing = {r["name"].split(" (")[0]: r["name"] for r in at_steps["rows"]}  # "- n-gram mix" -> its row's name
+equal_steps = {"bigram": ladder.EqualSteps(at_steps, removing["- bigram table"], removes=True),
+               "ngram": ladder.EqualSteps(at_steps, removing["- n-gram mix"], removes=True),
                "ema": ladder.WITHIN_RUNS}
 rows = ladder.ladder_rows(results, equal_steps=equal_steps)
 parts = ablation.part_rows(at_steps, at_budget)
