@@ -6,8 +6,11 @@ STAMP := $(VENV)/.installed
 PROFILE ?= smoke
 TORCH ?= torch==2.13.0
 # PyPI's torch wheel for Linux is the CUDA build (gigabytes): without an NVIDIA GPU, torch's CPU index gives the CPU
-# build. `make venv TORCH_INDEX=` installs from the configured indexes only.
-TORCH_INDEX ?= $(if $(shell command -v nvidia-smi 2>/dev/null),,https://download.pytorch.org/whl/cpu)
+# build, where that index answers (5 s); a machine that cannot reach it (a mirror, a wheel on disk) installs from its
+# configured indexes. `make venv TORCH_INDEX=` installs from the configured indexes only.
+CPU_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(shell ! command -v nvidia-smi >/dev/null 2>&1 && $(PYTHON_BOOT) -c "import urllib.request as u; \
+	u.urlopen('$(CPU_INDEX)/torch/', timeout=5)" >/dev/null 2>&1 && echo $(CPU_INDEX))
 
 .PHONY: demo test book venv clean gpu-check
 
@@ -16,7 +19,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	idx="$(TORCH_INDEX)"; $(PY) -m pip install -q "$(TORCH)" $${idx:+--index-url "$$idx"}
 	$(PY) -m pip install -q -e ".[dev,notebooks]"
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (frontier)" >/dev/null
 	touch $(STAMP)

@@ -45,6 +45,17 @@ def cmd_replay(a) -> int:
     return 1 if failed else 0
 
 
+def cmd_retrain(a) -> int:
+    from .retrain import format_retrain, retrain
+
+    if a.threads:
+        import torch
+
+        torch.set_num_threads(a.threads)
+    print(format_retrain(retrain(a.run, a.out, data=a.data, device=a.device, record_dir=a.record_dir)))
+    return 0
+
+
 def cmd_kernel_record(a) -> int | None:
     """`frontier kernels --roofline/--accuracy/--census PROFILE`: the kernels measured, as a record (None when none
     of those flags is given: the kernels command then lists the ops)."""
@@ -371,6 +382,19 @@ def register(sub) -> None:
     s.add_argument("--data", help="dataset folder (default: the one each run trained on)")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.set_defaults(func=cmd_replay)
+
+    s = sub.add_parser("retrain", help="train a recorded run again, whole, and compare its scores with the record's",
+                       description="Train the run in RUN_DIR again from its start with the record's config and seed "
+                                   "(a steps-rule budget buys the same steps on any machine), score it, and write "
+                                   "both records' steps and scores side by side as a bench record of kind retrain "
+                                   "(frontier/study/retrain.py).")
+    s.add_argument("run", metavar="RUN_DIR")
+    s.add_argument("--out", required=True, help="a new folder for the retrained run (never the record's own)")
+    s.add_argument("--data", help="dataset folder (default: the one the run trained on, or its named corpus here)")
+    s.add_argument("--threads", type=positive_int, help="torch threads for the run (default: torch's)")
+    s.add_argument("--record-dir", help="where the bench record goes (default runs/bench/PROFILE)")
+    s.add_argument("--device", default="auto", choices=DEVICES)
+    s.set_defaults(func=cmd_retrain)
 
     s = sub.add_parser("book", help="re-run the notebooks with papermill", description="Execute the chapters with a profile's parameters.")
     s.add_argument("--profile", default="smoke")
