@@ -33,9 +33,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -q
 
-# Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`.
+# Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`,
+# `make book PROFILE=trn2 DATA=/path/to/prepared/web-text` (every chapter on that data folder).
 book: $(STAMP)
-	$(PY) -m frontier book --profile $(PROFILE) $(ARGS)
+	$(PY) -m frontier book --profile $(PROFILE) $(if $(DATA),--data $(DATA)) $(ARGS)
 
 clean:
 	rm -rf build .pytest_cache

@@ -6,9 +6,13 @@ import jupytext
 import nbformat
 import pytest
 
-from frontier.study.book import NOTEBOOKS, run_book
+from frontier.study.book import NOTEBOOKS, run_book, run_section, sections
+from frontier.study.chapter import BOX_CHARS
 
 CHAPTERS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+# Chapters built on the one set-up call (frontier.study.chapter.setup): each of their sections stands alone after it.
+STANDALONE = [p for p in CHAPTERS if "frontier.study.chapter import" in p.with_suffix(".py").read_text()]
+SECTIONS = [(p.with_suffix(".py"), title) for p in STANDALONE for title, _ in sections(p.with_suffix(".py"))[1]]
 
 
 def _saved_figures(ipynb) -> int:
@@ -73,3 +77,42 @@ def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
         assert all(c.execution_count is not None for c in code)
         saved = _saved_figures(ipynb)
         assert saved and _images(out) >= saved, f"{ipynb.name}: saves {saved} figures, shows {_images(out)} images"
+
+
+@pytest.fixture(scope="module")
+def section_roots(tmp_path_factory):
+    """One run root and figures folder per chapter, shared by its sections (a run one section trains, another
+    reuses: what a section may share is records on disk, never variables)."""
+    roots = {}
+
+    def root(py):
+        if py not in roots:
+            roots[py] = tmp_path_factory.mktemp(py.stem)
+        return roots[py]
+
+    return root
+
+
+@pytest.mark.parametrize("py,title", SECTIONS, ids=[f"{p.stem[:2]}: {t}"[:50] for p, t in SECTIONS])
+def test_each_section_runs_alone_after_the_set_up(py, title, section_roots):
+    root = section_roots(py)
+    run_section(py, title, {"profile": "smoke", "run_root": str(root / "runs"), "figures_dir": str(root / "figures"),
+                            "data": None})
+
+
+@pytest.mark.parametrize("ipynb", STANDALONE, ids=lambda p: p.stem)
+def test_a_standalone_chapter_opens_with_its_box_and_ends_with_its_records(ipynb):
+    """The first screen: the title, the parameters, the set-up and the box (at most BOX_CHARS characters in the
+    executed notebook); the last section: the records, its output collapsed."""
+    nb = nbformat.read(ipynb, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "parameters" in code[0].metadata.get("tags", [])
+    assert "setup(" in code[1].source and ".box()" in code[1].source, "the set-up cell makes the box"
+    box = [o for o in code[1].outputs if "text/markdown" in o.get("data", {})]
+    assert box, "the set-up cell shows the box"
+    text = box[-1]["data"]["text/markdown"]
+    assert "filled in when" not in text, "the box was never filled: run the chapter to its end"
+    assert len(text) <= BOX_CHARS + 2 * text.count("\n") + 2  # the box's text, quoted line by line
+    headings = [c.source.lstrip() for c in nb.cells if c.cell_type == "markdown" and c.source.lstrip().startswith("## ")]
+    assert headings[-1].startswith("## Records")
+    assert code[-1].metadata.get("jupyter", {}).get("outputs_hidden") is True

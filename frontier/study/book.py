@@ -1,7 +1,8 @@
 """The book runner: execute the chapters (`notebooks/NN_*.ipynb`) with papermill and a profile's parameters.
 
-Each chapter's `parameters` cell holds literals only: `profile`, `run_root` and `figures_dir`. By default the
-executed copies, their runs and figures go to `build/book/PROFILE/`; `in_place=True` refreshes the committed
+Each chapter's `parameters` cell holds literals only: `profile`, `run_root`, `figures_dir` and `data` (a prepared
+data folder; None: the profile's own corpus, `frontier.study.chapter.setup`). By default the executed copies,
+their runs and figures go to `build/book/PROFILE/`; `in_place=True` refreshes the committed
 notebooks, `runs/` and `figures/` (and re-syncs the paired `.py` files). A failing chapter names the chapter and
 the cell, and the executed notebook keeps every cell that ran.
 
@@ -46,6 +47,8 @@ def _set_parameters(nb, params: dict) -> None:
             for k, v in params.items():
                 literal = json.dumps(v) if isinstance(v, str) else repr(v)
                 src, n = re.subn(rf"^{k}\s*=.*$", lambda m: f"{k} = {literal}", src, flags=re.M)
+                if n == 0 and v is None:
+                    continue  # a parameter this chapter does not take, left at its default
                 if n != 1:
                     raise RuntimeError(f"parameters cell has no single line `{k} = ...`")
             cell.source = src
@@ -106,22 +109,67 @@ def run_chapter(src: Path, dst: Path, params: dict, in_place: bool, log=print) -
 
 
 def run_book(profile: str = "smoke", chapters: str | None = None, out: str | None = None, in_place: bool = False,
-             log=print) -> int:
+             data: str | None = None, log=print) -> int:
+    """Execute the selected chapters (all by default) with `profile`'s parameters and `data` (a prepared data
+    folder; None: the profile's corpus); 0 when every chapter ran, 1 at the first that failed (named)."""
     from ..profiles import get_profile
 
     get_profile(profile)
+    if data is not None:
+        if not (Path(data) / "manifest.json").is_file():
+            raise UserError(f"--data {data}: not a prepared data folder (no manifest.json)",
+                            "prepare one with `frontier prepare --text ... --out DIR`")
+        data = str(Path(data).resolve())
     selected = globals()["chapters"](chapters)
     if in_place:
         if out:
             raise UserError("--in-place and --out do not go together", "pass one of them")
-        params = {"profile": profile, "run_root": "../runs", "figures_dir": "../figures"}
+        params = {"profile": profile, "run_root": "../runs", "figures_dir": "../figures", "data": data}
     else:
         root = Path(out) if out else REPO / "build" / "book" / profile
         root = root.resolve()
-        params = {"profile": profile, "run_root": str(root / "runs"), "figures_dir": str(root / "figures")}
+        params = {"profile": profile, "run_root": str(root / "runs"), "figures_dir": str(root / "figures"), "data": data}
     for src in selected:
         dst = src if in_place else Path(params["run_root"]).parent / src.name
         log(f"book: {src.stem} with profile {profile} -> {dst}")
         if not run_chapter(src, dst, params, in_place, log):
             return 1
     return 0
+
+
+# ----------------------------------------------------------------------------- sections, one at a time
+
+SECTION = "## "  # a markdown cell opening with this heading starts a section
+
+
+def sections(py: Path) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """A chapter's (`notebooks/NN_*.py`) set-up code cells (every code cell before its first section: the
+    parameters and the set-up call) and each section's title and code cells, in order."""
+    import jupytext
+
+    nb = jupytext.read(py)
+    setup_cells: list[str] = []
+    found: list[tuple[str, list[str]]] = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and cell.source.lstrip().startswith(SECTION):
+            found.append((cell.source.lstrip()[len(SECTION):].splitlines()[0].strip(), []))
+        elif cell.cell_type == "code":
+            (found[-1][1] if found else setup_cells).append(cell.source)
+    return setup_cells, found
+
+
+def run_section(py: Path, title: str, params: dict) -> None:
+    """Run the chapter's set-up, then the section `title` alone, in a fresh namespace (as a reader who copies that
+    section's cells into a new notebook after the set-up cell would); `params` replace the parameters cell's values.
+    Raises what a cell raised, with the chapter, the section and the cell's number in its traceback's file name."""
+    setup_cells, found = sections(py)
+    cells = dict(found).get(title)
+    if cells is None:
+        raise UserError(f"{py.name} has no section {title!r}", f"choose from {[t for t, _ in found]}")
+    ns: dict = {"__name__": "__main__"}
+    for i, src in enumerate(setup_cells):
+        exec(compile(src, f"<{py.stem}: set-up cell {i + 1}>", "exec"), ns)
+        if i == 0:
+            ns.update(params)  # the first cell is the parameters cell
+    for i, src in enumerate(cells):
+        exec(compile(src, f"<{py.stem}: {title}: cell {i + 1}>", "exec"), ns)

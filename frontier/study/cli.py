@@ -103,7 +103,7 @@ def cmd_kernel_record(a) -> int | None:
 def cmd_book(a) -> int:
     from .book import run_book
 
-    return run_book(profile=a.profile, chapters=a.chapters, out=a.out, in_place=a.in_place)
+    return run_book(profile=a.profile, chapters=a.chapters, out=a.out, in_place=a.in_place, data=a.data)
 
 
 def cmd_bench(a) -> int:
@@ -401,6 +401,8 @@ def register(sub) -> None:
     s.add_argument("--chapters", help="comma-separated chapter numbers, e.g. 01,02 (default: all)")
     s.add_argument("--out", help="output folder (default build/book/PROFILE)")
     s.add_argument("--in-place", action="store_true", help="refresh the committed notebooks, figures and run records")
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder every chapter trains and scores on (e.g. the "
+                                                 "competition's web text for trn2; default: the profile's corpus)")
     s.set_defaults(func=cmd_book)
 
     s = _bench_parser(sub, "bench", cmd_bench, "time recipes side by side",

@@ -1,0 +1,82 @@
+"""The chapters' one set-up call (frontier.study.chapter) and the runner of one section alone (frontier.study.book)."""
+
+import pytest
+
+from frontier.errors import UserError
+from frontier.study.book import run_section, sections
+from frontier.study.chapter import BOX_CHARS, Box, setup
+
+CHAPTER = '''# %% [markdown]
+# # Chapter 9: a toy
+
+# %% tags=["parameters"]
+profile = "cpu"
+run_root = None
+figures_dir = None
+data = None
+
+# %%
+from frontier.study.chapter import setup
+
+ch = setup(profile, run_root, figures_dir, data)
+box = ch.box()
+
+# %% [markdown]
+# ## One
+#
+# A section that makes its own variables.
+
+# %%
+x = 2
+
+# %%
+assert ch.profile.name == "smoke" and x == 2
+
+# %% [markdown]
+# ## Two
+
+# %%
+print(x)  # x belongs to section One: alone, this section fails
+'''
+
+
+def test_sections_split_the_set_up_from_each_section(tmp_path):
+    py = tmp_path / "09_toy.py"
+    py.write_text(CHAPTER)
+    setup_cells, found = sections(py)
+    assert len(setup_cells) == 2 and "setup(" in setup_cells[1]
+    assert [(t, len(c)) for t, c in found] == [("One", 2), ("Two", 1)]
+
+
+def test_a_section_runs_alone_after_the_set_up_with_the_given_parameters(tmp_path, smoke_data, capsys):
+    py = tmp_path / "09_toy.py"
+    py.write_text(CHAPTER)
+    params = {"profile": "smoke", "run_root": str(tmp_path / "runs"), "figures_dir": str(tmp_path / "f"),
+              "data": str(smoke_data.folder)}
+    run_section(py, "One", params)
+    assert "profile smoke" in capsys.readouterr().out
+    with pytest.raises(NameError, match="'x'"):
+        run_section(py, "Two", params)
+    with pytest.raises(UserError, match="no section 'Three'"):
+        run_section(py, "Three", params)
+
+
+def test_the_box_holds_at_most_its_characters(capsys):
+    box = Box()
+    box.update("A finding.\nIts steps and seeds.")
+    assert box.text == "A finding.\nIts steps and seeds." and "> A finding." in capsys.readouterr().out
+    with pytest.raises(UserError, match=f"over {BOX_CHARS}"):
+        box.update("x" * (BOX_CHARS + 1))
+
+
+def test_set_up_refuses_a_missing_data_folder_in_one_line(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        setup("smoke", data=tmp_path / "nowhere")
+
+
+def test_set_up_on_given_data_keeps_its_runs_apart_from_the_profiles_corpus(smoke_data, tmp_path):
+    ch = setup("smoke", tmp_path / "runs", tmp_path / "figures", smoke_data.folder)
+    assert ch.given_data and ch.data.manifest_hash == smoke_data.manifest_hash
+    rec = ch.run("baseline", steps=2)
+    assert rec["steps"] == 2 and rec["data"]["manifest_hash"] == smoke_data.manifest_hash
+    assert str(tmp_path / "runs" / "smoke" / "baseline") in rec["run_dir"]
