@@ -419,8 +419,9 @@ def register(sub) -> None:
                    "steps rule's table, frontier.train.cost) and print it beside the committed table")
     s.add_argument("--write-table", action="store_true", help="with --costs: write the measured costs into the "
                    "committed table (frontier/train/costs.json)")
-    s.add_argument("--sizes", action="store_true", help="with --costs: also each recipe at the model sizes chapter 01 "
-                   "screens (frontier.study.experiments.SIZE_SWEEPS), so that their runs buy steps from the table")
+    s.add_argument("--sizes", action="store_true", help="with --costs: each recipe at the model sizes chapter 01 "
+                   "screens (frontier.study.experiments.SIZE_SWEEPS) instead of at its own, so that their runs buy steps from "
+                   "the table")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the profile's corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")

@@ -22,9 +22,9 @@ from ..train.cost import TABLE, StepCost, cost_key, load_table, measure_cost, wr
 def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, device: str = "cpu",
                    out: str | Path = "runs/bench", command: list[str] | None = None, write: bool = False,
                    table: Path = TABLE, sizes: list[dict] | None = None, log=print) -> dict:
-    """Measure the step cost of `recipes` (default: every recipe) at `profile`, and of each recipe at each of
-    `sizes` (profile fields, `frontier.study.experiments.size`: a size screen's runs then buy their steps from the
-    table too); write a bench record under `out`, and with `write` the cost table `table` (default the committed
+    """Measure the step cost of `recipes` (default: every recipe) at `profile`, or, given `sizes` (profile fields,
+    `frontier.study.experiments.size`), of each recipe at each of those sizes other than the profile's own (a size
+    screen's runs then buy their steps from the table too); write a bench record under `out`, and with `write` the cost table `table` (default the committed
     one). Returns the record, with the table's cost beside each measured one (`committed_step_s`)."""
     from .experiments import size_label
 
@@ -32,11 +32,12 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
     path = new_record_path(out, "costs", [profile])
     dev = select_device(device)
     dataset = profile_dataset(profile, log=log)
-    cfgs = {r: resolve(r, profile, vocab_size=dataset.vocab_size, clock="steps") for r in recipes}
+    own = {r: resolve(r, profile, vocab_size=dataset.vocab_size, clock="steps") for r in recipes}
+    cfgs = {} if sizes else own  # with sizes: the recipes at those sizes only (a plain --costs measures their own)
     for r in recipes:
         for sz in sizes or []:
             cfg = resolve(r, profile, vocab_size=dataset.vocab_size, clock="steps", sizes=sz)
-            if cost_key(cfg) != cost_key(cfgs[r]):  # the profile's own size is the recipe's own entry
+            if cost_key(cfg) != cost_key(own[r]):  # the profile's own size is the recipe's own entry: left as it is
                 cfgs[f"{r} {size_label(sz)}"] = cfg
     names = list(cfgs)
     measured: dict[str, list] = {r: [] for r in names}
