@@ -17,7 +17,9 @@ SECTIONS = [(p.with_suffix(".py"), title) for p in STANDALONE for title, _ in se
 
 
 def _saved_figures(ipynb) -> int:
-    return ipynb.with_suffix(".py").read_text().count("save_figure(")
+    """The figures a chapter saves: `save_figure(...)` calls, and `ch.figure(...)` (the set-up call's helper)."""
+    text = ipynb.with_suffix(".py").read_text()
+    return text.count("save_figure(") + text.count("ch.figure(")
 
 
 def _images(nb) -> int:
@@ -63,8 +65,11 @@ def test_every_committed_figure_is_drawn_by_a_chapter_or_a_readme_command():
     by_readme = set(re.findall(r"--figure (figures/\S+\.png)", readme))
     figures = sorted((NOTEBOOKS.parent / "figures").glob("*.png"))
     assert figures
-    stale = [f.name for f in figures
-             if f"{f.stem.rsplit('_', 1)[0]}_" not in sources and f"figures/{f.name}" not in by_readme]
+    def drawn(f) -> bool:  # `..._{profile}` in a path, or `ch.figure(fig, "NAME")` for figures/NAME_PROFILE.png
+        name = f.stem.rsplit("_", 1)[0]
+        return f"{name}_" in sources or f'"{name}"' in sources or f"figures/{f.name}" in by_readme
+
+    stale = [f.name for f in figures if not drawn(f)]
     assert not stale, f"nothing draws {stale}: delete them (git rm) or draw them again"
     assert all((NOTEBOOKS.parent / f).exists() for f in by_readme), "a README command draws a figure not committed"
 
