@@ -50,7 +50,7 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
         raise UserError(f"{str(out)!r} is not empty", "pass a new folder as the retrained run's --out")
     profile = rec["config"]["profile"]
     path = bench_records.new_record_path(record_dir or bench_records.default_record_dir(profile), "retrain",
-                                         [rec.get("label") or rec["recipe"], f"s{rec['seed']}"])
+                                         [(rec.get("label") or rec["recipe"]).replace("/", "-"), f"s{rec['seed']}"])
     dataset = Dataset(data) if data else run_dataset(rec["data"], log=log)
     cfg = RunConfig.from_dict(rec["config"])
     steps, why = steps_of(rec)
