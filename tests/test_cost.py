@@ -9,6 +9,7 @@ import torch
 
 from frontier.devices import select_device
 from frontier.errors import UserError
+from frontier.profiles import get_profile
 from frontier.recipes import RECIPES, resolve
 from frontier.train import cost as cost_mod
 from frontier.train.cost import StepCost, cost_key, load_table, measure_cost
@@ -192,3 +193,19 @@ def test_the_cost_bench_writes_its_record_and_the_table_it_is_given(tmp_path):
                            log=lambda m: None)
     assert again["costs"][0]["committed_step_s"] == row["step_s"]  # the table's beside the new measurement
     assert "ngram-only" in format_cost_bench(again)
+
+
+def test_the_cost_bench_measures_the_screened_sizes_and_never_overwrites_the_recipes_own_entry(tmp_path):
+    from frontier.study.costs import run_cost_bench
+    from frontier.study.experiments import size
+
+    table = tmp_path / "costs.json"
+    own = size(2, 64, head_dim=32)  # the smoke profile's own size
+    assert (get_profile("smoke").n_layer, get_profile("smoke").n_embd) == (2, 64)
+    rec = run_cost_bench(["baseline"], "smoke", repeats=1, device="cpu", out=tmp_path / "bench", write=True,
+                         table=table, sizes=[size(1, 64, head_dim=32), own], log=lambda m: None)
+    assert [r["recipe"] for r in rec["costs"]] == ["baseline size-1x64"]  # the own size is the recipe's entry
+    written = load_table(table)
+    small = resolve("baseline", "smoke", sizes=size(1, 64, head_dim=32))
+    assert written[cost_key(small)].recipe == "baseline" and list(written) == [cost_key(small)]
+    assert written[cost_key(small)].record == rec["path"]

@@ -30,7 +30,7 @@ PLACEHOLDER = "*The finding is filled in when the chapter's last section has run
 
 
 def machine() -> str:
-    """This machine in a few words: 'Intel(R) Xeon(R) Processor, 2 cores'."""
+    """This machine in a few words: the CPU model and its cores."""
     hw = hardware(None)
     return f"{hw.get('cpu') or hw.get('machine')}, {hw.get('cpu_cores')} cores"
 

@@ -287,10 +287,14 @@ def cmd_bench_costs(a) -> int:
     from .bench_records import cli_command, default_record_dir
     from .costs import format_cost_bench, run_cost_bench
 
+    from .experiments import SIZE_SWEEPS
+
     command = cli_command("bench", a.recipes, {"--costs": True, "--profile": a.profile, "--repeats": a.repeats,
-                                               "--device": a.device, "--write-table": a.write_table})
+                                               "--device": a.device, "--write-table": a.write_table,
+                                               "--sizes": a.sizes})
     result = run_cost_bench(a.recipes or None, a.profile, repeats=a.repeats, device=a.device,
-                            out=a.out or default_record_dir(a.profile), command=command, write=a.write_table)
+                            out=a.out or default_record_dir(a.profile), command=command, write=a.write_table,
+                            sizes=SIZE_SWEEPS.get(a.profile) if a.sizes else None)
     print(format_cost_bench(result))
     print(f"bench record: {result['path']}" + ("; the committed cost table rewritten" if a.write_table else ""))
     return 0
@@ -415,6 +419,9 @@ def register(sub) -> None:
                    "steps rule's table, frontier.train.cost) and print it beside the committed table")
     s.add_argument("--write-table", action="store_true", help="with --costs: write the measured costs into the "
                    "committed table (frontier/train/costs.json)")
+    s.add_argument("--sizes", action="store_true", help="with --costs: each recipe at the model sizes chapter 01 "
+                   "screens (frontier.study.experiments.SIZE_SWEEPS) instead of at its own, so that their runs buy steps from "
+                   "the table")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the profile's corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")

@@ -41,13 +41,12 @@ def size(n_layer: int, n_embd: int, head_dim: int = 64, **more) -> dict:
     return dict(n_layer=n_layer, n_embd=n_embd, n_head=heads, n_kv_head=heads, **more)
 
 
-# The model sizes chapter 01 tries: a profile's own, one step either side of it in depth and in width, and half
-# the batch (one seed each, at the profile's budget, one after another: the profile's own size is trained again
-# beside its neighbours). The cpu profile's 3 x 192 came from a wider sweep under the wall clock (runs/cpu/size-*,
-# older records).
+# The model sizes chapter 01 screens beside a profile's own: one step either side of it in depth and in width, at
+# the profile's budget, their steps bought from the committed cost table (`frontier bench --costs --sizes`). The
+# cpu profile's 3 x 192 came from a wider sweep under the wall clock on the earlier corpus (docs/log.md).
 SIZE_SWEEPS: dict[str, list[dict]] = {
     "smoke": [size(1, 64, head_dim=32), size(2, 64, head_dim=32)],
-    "cpu": [size(2, 192), size(3, 192), size(4, 192), size(3, 128), size(3, 256), size(3, 192, batch_size=8)],
+    "cpu": [size(2, 192), size(3, 192), size(4, 192), size(3, 128), size(3, 256)],
 }
 
 

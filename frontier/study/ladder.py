@@ -501,10 +501,19 @@ def budget_cell(row: dict) -> str:
     return f"{row['gain']:+.4f}{_p(row.get('p'))} over `{row['over']}` ({_seeds(row['n'])}; {steps})"
 
 
+def same_as(row: dict) -> str | None:
+    """The note of a rung whose recipe is another rung's ("the same recipe as the n-gram mix rung": the final rung
+    names the recipe the rule built), or None."""
+    note = row.get("note", "")
+    return note if note.startswith("the same recipe as") else None
+
+
 def display_row(row: dict) -> dict:
-    """One judged row (`judged_rows`) as the tables print it: every cell a string."""
-    if "mean" not in row:
-        return {"rung": row["rung"], "recipe": row["recipe"], "bpb": "not measured here", "note": row.get("note", "")}
+    """One judged row (`judged_rows`) as the tables print it: every cell a string. A rung whose recipe is another
+    rung's says so instead of repeating that rung's numbers."""
+    if "mean" not in row or same_as(row):
+        return {"rung": row["rung"], "recipe": row["recipe"],
+                "bpb": same_as(row) or "not measured here", "note": row.get("note", "")}
     return {"rung": row["rung"], "recipe": row["recipe"], "bpb": bpb_cell(row), "test": test_cell(row),
             "regime": regime_cell(row), "tokens": tokens_cell(row),
             "equal_steps": equal_steps_cell(row), "budget": budget_cell(row), "verdict": row.get("verdict", ""),
@@ -540,7 +549,8 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     """val_bpb per rung (mean with the seeds' spread as error bars, every seed as a dot; each rung's steps under its
     name) and each rung's gain over the one below it is built on. A learning rung's bar is its gain at equal budget,
     beside it (hatched) its gain at equal steps where a sweep measured one, coloured by the rule's verdict (green
-    kept, red dropped, grey undecided); a gain from one seed, which has no spread, is labelled "one seed". A speed
+    kept, red dropped, grey not shown); where the runs scored a test split, its mean and spread beside validation's.
+    The final rung, which names another rung's recipe, is that rung's "(final)" rather than a row of its own; a gain from one seed, which has no spread, is labelled "one seed". A speed
     rung's bar (blue) is labelled with its tokens/s ratio and the steps it buys: it is not tested on bpb. Where
     `writeup`, the write-up's Trn2 endpoints are drawn in a panel of their own, on their own axis: never on ours
     (a second axis scaled to overlay them would make any two lines look alike). Rows of older ladder records are
@@ -550,7 +560,13 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     from ..figures import new_figure
 
     rows = judged_rows(rows)
-    measured = [r for r in rows if "mean" in r]
+    finals = {r["recipe"] for r in rows if same_as(r)}  # the final rung names another rung's recipe: drawn once
+    measured = [r for r in rows if "mean" in r and not same_as(r)]
+
+    def tick(r):
+        return (f"{r['rung']}" + (" (final)" if r["recipe"] in finals else "")
+                + f"\n{steps_span(r.get('steps_each'), r.get('steps'))}")
+
     if writeup:
         fig, (ax, ax_theirs, ax_gain) = new_figure(13.5, 4.4, ncols=3, width_ratios=(4, 1.2, 4.6))
     else:
@@ -558,12 +574,16 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     xs = range(len(measured))
     one_seed = all(r["n"] == 1 for r in measured)
     ax.errorbar(xs, [r["mean"] for r in measured], yerr=[0 if r["std"] != r["std"] else r["std"] for r in measured],
-                fmt="o-", capsize=4, color="C0", label="ours, one seed" if one_seed else "ours (mean ± std over seeds)")
+                fmt="o-", capsize=4, color="C0", label="ours, one seed" if one_seed else "validation (mean ± std over seeds)")
     for x, r in zip(xs, measured):
         ax.scatter([x] * r["n"], r["values"], s=10, color="C0", alpha=0.45)
-    ax.set_xticks(list(xs), [f"{r['rung']}\n{steps_span(r.get('steps_each'), r.get('steps'))}" for r in measured],
-                  rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("val_bpb (lower is better)")
+    tested = [(x, r) for x, r in zip(xs, measured) if r.get("test_mean") is not None]
+    if tested:  # the test split beside validation: reported, never chosen on
+        ax.errorbar([x + 0.12 for x, _ in tested], [r["test_mean"] for _, r in tested],
+                    yerr=[r.get("test_std") or 0 for _, r in tested], fmt="s--", capsize=4, color="C1",
+                    label="test (reported, chooses nothing)")
+    ax.set_xticks(list(xs), [tick(r) for r in measured], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("bpb (lower is better)" if tested else "val_bpb (lower is better)")
     ax.set_title(title or "the ladder")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper right")
@@ -609,10 +629,9 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
                              va="bottom" if e["gain"] >= 0 else "top", fontsize=7)
     ax_gain.margins(y=0.15)
     ax_gain.axhline(0, color="k", lw=0.8)
-    ax_gain.set_xticks(range(len(gains)), [f"{r['rung']}\n{steps_span(r.get('steps_each'), r.get('steps'))}"
-                                           for r in gains], rotation=30, ha="right", fontsize=8)
+    ax_gain.set_xticks(range(len(gains)), [tick(r) for r in gains], rotation=30, ha="right", fontsize=8)
     ax_gain.set_ylabel("gain over the rung it is built on (bpb)")
-    ax_gain.set_title("gain per rung at equal budget (green: kept by the rule,\nred: dropped, grey: undecided; "
+    ax_gain.set_title("gain per rung at equal budget (green: kept by the rule,\nred: dropped, grey: not shown; "
                       "blue: a speed rung, not tested)", fontsize=9)
     ax_gain.grid(alpha=0.3, axis="y")
     if any_steps:
@@ -698,7 +717,9 @@ def readme_table(record: dict) -> str:
              "|---|---|---|" + ("---|---|" if tested else "") + "---|---|---|---|---|"]
     for r in judged_rows(record["rows"]):
         d = display_row(r)
-        if "mean" not in r:
+        if same_as(r):
+            cells = [d["bpb"]] + (["", ""] if tested else []) + ["", "", "", ""]
+        elif "mean" not in r:
             cells = [d["bpb"]] + (["", ""] if tested else []) + ["", "", d["note"], ""]
         else:
             cells = ([d["bpb"]] + ([d["test"], d["regime"]] if tested else [])
