@@ -57,7 +57,8 @@ from frontier.train.bpb import score_text
 tok = ch.data.tokenizer
 text = tok.decode(ch.data.val_tokens()[1:3000].tolist())  # the stream: BOS, a document, BOS, the next ...
 firsts = [" ".join(par.split()).split(". ")[0] for par in text.split("\n\n")]  # each paragraph's first sentence
-sentence = next(f + "." for f in firsts if 40 <= len(f) <= 160 and f[0].isupper() and not re.search(r"[*=>`]", f))
+sentence = next((f + "." for f in firsts if 40 <= len(f) <= 160 and f[0].isupper() and not re.search(r"[*=>`]", f)),
+                text[:120])  # a sentence of prose (no markup), or the text's start
 uniform = score_text(None, tok, sentence)  # None: the model that knows nothing (every token 1 / V)
 print(repr(sentence))
 print(f"{len(uniform['rows'])} tokens standing for {uniform['bytes']} bytes; the sentence is "
@@ -95,7 +96,8 @@ from frontier.train.bpb import bits_per_byte, scored_bytes
 
 tok = ch.data.tokenizer
 stream = ch.data.val_tokens()
-start = int(np.flatnonzero(stream == tok.bos_id)[1])  # where the second document begins
+starts = np.flatnonzero(stream == tok.bos_id)
+start = int(starts[1]) if len(starts) > 1 else 5  # where the second document begins
 x = stream[start - 5 : start + 5][None, :].astype(np.int64)  # a batch of one window: 10 inputs ...
 y = stream[start - 4 : start + 6][None, :].astype(np.int64)  # ... and the token after each
 nats = np.full(y.shape, math.log(tok.vocab_size))  # the uniform model's loss at every position
@@ -352,12 +354,12 @@ ch.figure(fig, "01_baseline_loss")
 # The competition's baseline has 10 layers of width 640 (about 60M parameters); two CPU cores cannot train that in
 # minutes, so the `cpu` profile is 3 layers of width 192 at a batch of 16. In a fixed budget a bigger model learns
 # more a step and takes fewer steps; the write-up observed that a bigger model costs nearly as much in lost steps as
-# it gains. Here the baseline is trained one step either side of the profile's size in depth and in width, and at
-# half the batch (`frontier.study.experiments.SIZE_SWEEPS`), seeds 0 and 1 each, at the profile's budget; each
-# size's step cost is measured on this machine when the run starts (the committed table holds the profile's own
-# size only), so the two seeds of a size may buy a few steps more or fewer than each other. A size trades what a step learns for how many steps fit, so the rule judges it at equal budget
-# alone, paired by seed with the baseline's seeds 0 and 1; with two seeds that is a **screen**, and it decides
-# nothing.
+# it gains. Here the baseline is trained one step either side of the profile's size in depth and in width
+# (`frontier.study.experiments.SIZE_SWEEPS`), seeds 0 and 1 each, at the profile's budget. Each size buys its steps
+# from the committed cost table where the table holds it (`frontier bench --costs --sizes`), and otherwise from a cost
+# measured on this machine when the run starts (then the two seeds of a size may buy different steps). A size trades
+# what a step learns for how many steps fit, so the rule judges it at equal budget alone, paired by seed with the
+# baseline's seeds 0 and 1; with two seeds that is a **screen**, and it decides nothing.
 
 # %%
 from IPython.display import Markdown, display
@@ -368,24 +370,30 @@ from frontier.study import report
 
 P = ch.profile
 base = ch.seeds("baseline", 5)  # the profile's own size: the baseline's seeds
-others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, [])  # the sizes other than the profile's own
-          if (sz["n_layer"], sz["n_embd"], sz.get("batch_size", P.batch_size)) != (P.n_layer, P.n_embd, P.batch_size)]
-rows = [{"size": f"{P.n_layer}x{P.n_embd}, batch {P.batch_size} (the profile's)", "params": base[0]["params"],
-         "steps": ", ".join(str(r["steps"]) for r in base), "val": report.pm([r["val_bpb"] for r in base]),
-         "verdict": "the reference"}]
+others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
+
+
+def row(size, recs):
+    has_test = all(r.get("test_bpb") is not None for r in recs)
+    return {"size": size, "params": recs[0]["params"], "steps": ", ".join(str(r["steps"]) for r in recs),
+            "cost": ", ".join(sorted({(r.get("budget") or {}).get("source", "-") for r in recs})),
+            "val": report.pm([r["val_bpb"] for r in recs]),
+            "test": report.pm([r["test_bpb"] for r in recs]) if has_test else None}
+
+
+rows = [{**row(f"{P.n_layer}x{P.n_embd} (the profile's)", base), "verdict": "the reference"}]
 for sz in others:
     label = ex.size_label(sz)
     recs = [ch.run("baseline", seed=s, sizes=sz, label=label) for s in (0, 1)]
     pair = [cmp.Group(name, tuple(r["val_bpb"] for r in rs), tuple(r["run_dir"] for r in rs), (0, 1))
             for name, rs in (("baseline", base[:2]), (label, recs))]
-    d = cmp.paired_test(*pair)  # this size against the profile's, paired by seed
+    d = cmp.paired_test(*pair)  # this size against the profile's on validation, paired by seed
     _, why = cmp.keep(None, (-d.delta, d.p, d.pairs), trades_steps=True)
-    rows.append({"size": f"{sz['n_layer']}x{sz['n_embd']}, batch {sz.get('batch_size', P.batch_size)}",
-                 "params": recs[0]["params"], "steps": ", ".join(str(r["steps"]) for r in recs),
-                 "val": report.pm([r["val_bpb"] for r in recs]), "gain": -d.delta, "verdict": why})
+    rows.append({**row(f"{sz['n_layer']}x{sz['n_embd']}", recs), "gain": -d.delta, "verdict": why})
 display(Markdown(report.markdown_table(
-    rows, {"size": "size", "params": "parameters", "steps": "steps (each seed)", "val": "val_bpb",
-           "gain": "gain over the profile's (seeds 0, 1)", "verdict": "by the rule"}, {"gain": "+.4f"})))
+    rows, {"size": "size", "params": "parameters", "steps": "steps (each seed)", "cost": "step cost from",
+           "val": "val_bpb", "test": "test_bpb", "gain": "val gain over the profile's (seeds 0, 1)",
+           "verdict": "by the rule"}, {"gain": "+.4f"})))
 
 # %% [markdown]
 # Each size's seeds plotted against the steps the budget bought it: up and to the left is a model that learns more
@@ -397,16 +405,14 @@ from frontier.study import experiments as ex
 
 P = ch.profile
 base = ch.seeds("baseline", 5)
-others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, [])  # the sizes other than the profile's own
-          if (sz["n_layer"], sz["n_embd"], sz.get("batch_size", P.batch_size)) != (P.n_layer, P.n_embd, P.batch_size)]
+others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
 fig, ax = new_figure(7.0, 4.0)
 ax.scatter([r["steps"] for r in base], [r["val_bpb"] for r in base], color="k", marker="s", s=22, zorder=3,
-           label=f"{P.n_layer}x{P.n_embd}, batch {P.batch_size} (the profile's; {len(base)} seeds)")
+           label=f"{P.n_layer}x{P.n_embd} (the profile's; {len(base)} seeds)")
 for i, sz in enumerate(others):
     recs = [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz)) for s in (0, 1)]
     ax.scatter([r["steps"] for r in recs], [r["val_bpb"] for r in recs], color=f"C{i}", s=22, zorder=3,
-               label=f"{sz['n_layer']}x{sz['n_embd']}, batch {sz.get('batch_size', P.batch_size)} "
-                     f"({recs[0]['params'] / 1e6:.2f}M; seeds 0, 1)")
+               label=f"{sz['n_layer']}x{sz['n_embd']} ({recs[0]['params'] / 1e6:.2f}M parameters; seeds 0, 1)")
 ax.margins(x=0.15, y=0.15)
 ax.set_xlabel("steps the budget bought")
 ax.set_ylabel("val_bpb (each seed)")
@@ -471,8 +477,7 @@ comp = (newest_record(folder, "compressors", match=lambda r: r["arguments"]["man
         or run_compressor_bench(ch.data, P.name, folder, log=ch.log))
 score = "test_bpb" if has_test else "val_bpb"
 best = min(comp["rows"], key=lambda r: r[score])
-others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, [])  # the sizes other than the profile's own
-          if (sz["n_layer"], sz["n_embd"], sz.get("batch_size", P.batch_size)) != (P.n_layer, P.n_embd, P.batch_size)]
+others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
 sizes = []
 for sz in others:
     recs = [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz)) for s in (0, 1)]
@@ -501,8 +506,7 @@ from frontier.study import experiments as ex
 from frontier.study.bench_records import newest_record
 
 P = ch.profile
-others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, [])  # the sizes other than the profile's own
-          if (sz["n_layer"], sz["n_embd"], sz.get("batch_size", P.batch_size)) != (P.n_layer, P.n_embd, P.batch_size)]
+others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
 recs = ch.seeds("baseline", 5) + [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz))
                                   for sz in others for s in (0, 1)]
 comp = newest_record(ch.root / "bench" / P.name, "compressors",
