@@ -322,12 +322,14 @@ rows = [{"seed": r["seed"], "steps": r["steps"], "val_bpb": r["val_bpb"], "test_
          "epochs": epochs_read(r), "gap": loss_gap(r), "tokens_per_s": round(r["tokens_per_s"])} for r in recs]
 display(Markdown(report.markdown_table(
     rows, {"seed": "seed", "steps": "steps", "val_bpb": "val_bpb", "test_bpb": "test_bpb", "epochs": "epochs",
-           "gap": "val - train loss (nats)", "tokens_per_s": "tokens / reference s"}, {"epochs": ".2f", "gap": "+.3f"})))
+           "gap": "val - train loss (nats)", "tokens_per_s": "tokens / reference s"},
+    {"epochs": ".2f", "gap": "+.3f"})))
 print(f"val_bpb  {report.bpb_group(recs)}")
 if all(r.get("test_bpb") is not None for r in recs):
     print(f"test_bpb {report.pm([r['test_bpb'] for r in recs])}")
 print(f"{report.pm([epochs_read(r) for r in recs], 2)} epochs; val - train {report.pm([loss_gap(r) for r in recs], 3)} "
-      f"nats a token; {recs[0]['tokens_per_s']:,.0f} tokens per reference second (the steps rule: the same for every seed)")
+      f"nats a token; {recs[0]['tokens_per_s']:,.0f} tokens per reference second (the same for every seed: the steps "
+      f"rule charges each step its cost)")
 
 # %% [markdown]
 # The curves below are the training loss against steps (smoothed over five logged points), and each run's

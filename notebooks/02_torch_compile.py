@@ -116,10 +116,11 @@ print(f"{explanation.graph_count} graphs, {explanation.graph_break_count} graph 
 # ## Step time, eager against compiled
 #
 # The bench (`frontier.study.bench.run_bench`, through `frontier.study.experiments.bench`) builds both recipes in
-# one process and warms each up (the compiled model compiles in its first step; at the `cpu` profile with Inductor's
-# on-disk caches off, so from scratch), then times them in alternation, A B A B ..., so that whatever else the machine does touches
-# both alike. Each round of the compiled model is compared with the eager round beside it in time, and the rule
-# calls a speed change faster only when every one of at least five rounds says so. It writes a bench record.
+# one process and warms each up (the compiled model compiles in its first step; at the `cpu` profile with
+# Inductor's on-disk caches off, so from scratch), then times them in alternation, A B A B ..., so that whatever
+# else the machine does touches both alike. Each round of the compiled model is compared with the eager round
+# beside it in time, and the rule calls a speed change faster only when every one of at least five rounds says so.
+# The bench writes a record under the run root.
 
 # %%
 from frontier.study import experiments as ex
@@ -139,7 +140,7 @@ print(f"the bench says: {speed.bench}; record {bench['path']}")
 from frontier.figures import new_figure
 
 fig, (ax, ax_r) = new_figure(9.6, 3.6, ncols=2, width_ratios=[1, 1.2])
-for i, (row, name) in enumerate(zip(bench["rows"], ["eager (baseline)", "compiled (compile)"])):
+for i, row in enumerate(bench["rows"]):  # baseline, then compile
     ax.bar([i], [row["tokens_per_s_median"]], width=0.5, color=f"C{i}", alpha=0.35)
     ax.scatter([i] * len(row["samples"]), row["samples"], color=f"C{i}", s=16, zorder=3)
 ax.set_xticks([0, 1], ["eager (baseline)", "compiled (compile)"])
@@ -178,7 +179,8 @@ compile_s = comp["first_step_s"] - comp["step_ms_median"] / 1000
 saving_s = (eager["step_ms_median"] - comp["step_ms_median"]) / 1000
 cold = "from scratch" if bench["arguments"]["cold"] else "the on-disk caches allowed"
 print(f"compile: {compile_s:.1f} s ({cold}; first step {comp['first_step_s']:.1f} s); median step "
-      f"{eager['step_ms_median']:.0f} ms eager, {comp['step_ms_median']:.0f} ms compiled: {1000 * saving_s:.0f} ms saved")
+      f"{eager['step_ms_median']:.0f} ms eager, {comp['step_ms_median']:.0f} ms compiled: "
+      f"{1000 * saving_s:.0f} ms saved a step")
 if saving_s > 0:
     print(f"on a wall clock it pays back after {compile_s / saving_s:,.0f} steps "
           f"({compile_s / saving_s * eager['step_ms_median'] / 1000:,.0f} s of eager training)")
@@ -198,8 +200,8 @@ from frontier.study import report
 
 compiled = ch.seeds("compile", 5)
 rows = [{"seed": r["seed"], "compile_s": r["compile_s"], "first_step_s": r["first_step_s"],
-         "misses": (r["compile"] or {}).get("fxgraph_cache_misses"), "hits": (r["compile"] or {}).get("fxgraph_cache_hits"),
-         "recompiles": (r["compile"] or {}).get("recompiles_after_warmup")} for r in compiled]
+         "misses": r["compile"]["fxgraph_cache_misses"], "hits": r["compile"]["fxgraph_cache_hits"],
+         "recompiles": r["compile"]["recompiles_after_warmup"]} for r in compiled]
 display(Markdown(report.markdown_table(
     rows, {"seed": "seed", "compile_s": "compile s", "first_step_s": "first step s", "misses": "Inductor cache misses",
            "hits": "hits", "recompiles": "recompiles after warm-up"}, {"compile_s": ".1f", "first_step_s": ".1f"})))
