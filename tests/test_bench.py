@@ -122,3 +122,27 @@ def test_bench_puts_process_counts_side_by_side(smoke_data, tmp_path):
             assert tps * ms / 1000 == pytest.approx(rec["tokens_per_step"], rel=1e-9)
     assert rec["tokens_per_step"] == 8 * 64
     assert "baseline x2" in format_bench(res)
+
+
+def test_newest_record_reads_the_newest_of_a_kind_and_its_names(tmp_path):
+    from frontier.study.bench_records import bench_record, newest_record
+
+    def make(kind, names, created, data):
+        rec = bench_record(kind, {"data": data}, ["x"], "f", {"rows": []}, new_record_path(tmp_path, kind, names))
+        path = rec["path"]
+        rec = json.loads(open(path).read())
+        rec["created"] = created  # records made in one second: their order set by hand
+        open(path, "w").write(json.dumps(rec))
+        return path
+
+    assert newest_record(tmp_path / "missing", "bench") is None
+    old = make("bench", ["baseline", "compile"], "2026-12-01T00:00:00+00:00", "a")
+    new = make("bench", ["baseline", "compile"], "2026-12-02T00:00:00+00:00", "b")
+    make("bench", ["baseline", "compile-opt"], "2026-12-03T00:00:00+00:00", "a")  # other names
+    make("compressors", ["cpu"], "2026-12-04T00:00:00+00:00", "a")  # another kind
+    (tmp_path / "bench-baseline+compile-20261205-000000.json").write_text("{}")  # not a bench record
+    assert newest_record(tmp_path, "bench", ["baseline", "compile"])["path"] == new
+    assert newest_record(tmp_path, "bench", ["baseline", "compile"], match=lambda r: r["arguments"]["data"] == "a")["path"] == old
+    assert newest_record(tmp_path, "bench")["arguments"]["data"] == "a"  # any names: the compile-opt one, newest
+    assert newest_record(tmp_path, "compressors")["kind"] == "compressors"
+    assert newest_record(tmp_path, "bench", ["ngram"]) is None

@@ -136,3 +136,29 @@ def bench_record(kind: str, arguments: dict, command: list[str] | None, fn: str,
     if path is not None:
         write_bench_record(result, path)
     return result
+
+
+def newest_record(folder: str | Path, kind: str, names=(), match=None) -> dict | None:
+    """The newest bench record of `kind` in `folder` (by its `created` time), read back (`load_bench_record`), or
+    None where there is none: only files named as `new_record_path` names them, for exactly `names` where given
+    (`bench-baseline+compile-...` is not `bench-baseline+compile-opt-...`), and only records for which
+    `match(record)` holds where given (the same data's manifest, say). A chapter quotes a committed record with it,
+    and runs the bench only where it finds none."""
+    import re
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    middle = re.escape("+".join(names)) if names else ".+"
+    pattern = re.compile(rf"{re.escape(kind)}-{middle}-\d{{8}}-\d{{6}}(-\d+)?\.json")
+    found = []
+    for path in folder.iterdir():
+        if not pattern.fullmatch(path.name):
+            continue
+        try:
+            rec = load_bench_record(path)
+        except UserError:
+            continue
+        if rec.get("kind") == kind and (match is None or match(rec)):
+            found.append(rec)
+    return max(found, key=lambda r: (str(r.get("created")), r["path"])) if found else None
