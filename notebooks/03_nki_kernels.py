@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -16,505 +16,485 @@
 # %% [markdown]
 # # Chapter 3: NKI kernels
 #
-# The write-up's step after `torch.compile` was its own kernels in NKI, the Neuron Kernel Interface: fused versions
-# of operations that PyTorch runs as strings of small ops, each a round trip to HBM. Kernels change how fast the same
-# arithmetic runs on a NeuronCore, not what it computes: by the project's rule they are a **speed change**, and this
-# book runs without a NeuronCore. So the box says what could be checked here (the kernels' own source, run by the
-# project's interpreter, against the reference; what the kernel layer costs on this CPU) and what is only predicted.
+# After `torch.compile`, the write-up wrote its own kernels in NKI, the Neuron Kernel Interface: fused versions of
+# operations that PyTorch runs as strings of small ops, each a round trip to the chip's HBM (attention stayed the
+# vendor's flash kernel). A kernel changes how fast the same arithmetic runs on a NeuronCore, not what it computes,
+# and this book runs without a NeuronCore. So the chapter asks what the kernels do on Trainium and why it should pay,
+# and how much of that can be checked here.
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
-import contextlib
-import io
-import math
-import tempfile
-from pathlib import Path
+from frontier.study.chapter import setup
 
-import torch
+ch = setup(profile, run_root, figures_dir, data)
+box = ch.box()
+
+# %% [markdown]
+# ## A kernel, run
+#
+# The model's fused ops (`frontier.kernels.ops`: RMSNorm, RoPE, the ReLU² MLP, the head with its softcap and
+# cross-entropy, Muon's Newton-Schulz, AdamW) each have three implementations: `reference` (PyTorch), `nki` (the
+# kernel on a NeuronCore, through torch-neuronx's `nki_op`) and `interpreter`: the same kernel source run by the
+# project's own NKI interpreter in NumPy, on any machine. The interpreter is a test double of NKI 0.7 (Neuron SDK
+# 2.33): it holds a kernel to what the documentation states (128 partitions, SBUF and PSUM capacity, which engine
+# takes which operands, the language rules) and refuses what breaks them, and it counts what the kernel does.
+#
+# The smallest kernel is RMSNorm, y = x · rsqrt(mean(x²) + ε) per token. Tokens go on the 128 partitions, the whole
+# width along the free dimension, so the row's sum stays inside a partition. A tile is read from HBM once by DMA,
+# ScalarE squares and sums it in one instruction and takes the rsqrt in a second, VectorE scales the row, and one DMA
+# writes it back. Trn2 compiles for two physical cores per logical core (LNC=2), and the kernel divides its tiles
+# between them by `nl.program_id`:
+
+# %%
 from IPython.display import Markdown, display
 
-from frontier.cli import main as frontier_cli
-from frontier.data.dataset import profile_dataset
-from frontier.figures import new_figure, save_figure
-from frontier.kernels import interpreted, ops, status
-from frontier.kernels.reference import CHUNK_ELEMENTS, keeps_logits
-from frontier.model.gpt import GPT
-from frontier.profiles import get_profile
-from frontier.recipes import resolve
-from frontier.study import bench_head, report
-from frontier.study import experiments as ex
-from frontier.study.bench import format_bench
-from frontier.study.bench_head import format_head_bench, run_head_bench
-from frontier.study.compare import RULE
-from frontier.study.roofline import PEAKS, format_roofline, roofline_record
+from frontier.kernels import interpreted
+from frontier.study import report
 
-P = get_profile(profile)
-figures = Path(figures_dir)
-log_lines = []  # what the experiments say about reusing or computing each record: printed in the appendix
-log = log_lines.append
-# The Trn2 predictions are for the trn2 profile's model and the write-up's final shape (14 x 512); the smoke
-# profile predicts its own tiny shapes instead, so that CI runs every cell in seconds.
-roofline_profile = "smoke" if P.name == "smoke" else "trn2"
-shapes = [(None, None), (3, 128)] if P.name == "smoke" else [(None, None), (14, 512)]
-head_profiles = ["smoke"] if P.name == "smoke" else ["cpu", "gpu"]
-print(ex.code_banner())
-
-# %%
-# Everything the chapter quotes, read or measured once here: the cost model's records, the head kernel run by the
-# interpreter against the reference on a real batch, the head bench on this CPU, and the fallback bench.
-roofs = [roofline_record(roofline_profile, Path(run_root) / roofline_profile / "bench", n_layer=L, n_embd=D, log=log)
-         for L, D in shapes]
-
-# the head kernel on a real batch: the profile's model at its initialisation (seed 0), a training batch's hidden states
-cfg = resolve("baseline", P)
-data = profile_dataset(P, log=log)
-torch.manual_seed(0)
-model = GPT(cfg.model, cfg.train.seq_len, cfg.train.batch_size)
-tokens = torch.from_numpy(data.train_tokens()[0][: cfg.train.batch_size * cfg.train.seq_len + 1].astype("int64"))
-idx, targets = tokens[:-1].view(cfg.train.batch_size, -1), tokens[1:].view(cfg.train.batch_size, -1)
-with torch.no_grad():
-    hidden = model.hidden(idx).flatten(0, 1)
-w = model.lm_head.weight.detach()
-interpreted.COUNTS.clear()
-got, want = [], []
-for impl, out in (("interpreter", got), ("reference", want)):
-    h, wt = hidden.clone().requires_grad_(), w.clone().requires_grad_()
-    loss = ops.head_softcap_cross_entropy(h, wt, targets.reshape(-1), cfg.model.logit_softcap, impl)
-    loss.mean().backward()
-    out += [loss.detach(), h.grad, wt.grad]
-diff = {name: ((a - b).abs().max().item(), b.abs().max().item())
-        for name, a, b in zip(("loss per position", "d hidden", "d W"), got, want)}
-
-head = run_head_bench(head_profiles, steps=1, repeats=3, out=Path(run_root) / P.name / "bench", log=log)
-fallback = ex.bench(["baseline", "baseline@interpreter"], P, root=run_root, steps=2 if P.name != "smoke" else 1,
-                    repeats=2, memory=False, log=log)
-
-here = [c for c in head["cases"] if c["profile"] == head_profiles[0]]  # this profile's shapes
-big = [c for c in head["cases"] if c["positions"] == max(x["positions"] for x in head["cases"])]
-slow = fallback["rows"][0]["tokens_per_s_median"] / fallback["rows"][1]["tokens_per_s_median"]
-pred = roofs[0]["predictions"]["fp32"]
-pred_shape = f"{roofs[0]['shapes']['n_layer']} x {roofs[0]['shapes']['n_embd']}"
-
-
-def times(c):
-    return f"{c['time_ratio']:.2f}x (bias {'on' if c['bias'] else 'off'}, median of {len(c['ms']['fused'])} rounds)"
-
-
-display(Markdown(report.finding_box(
-    "NKI kernels",
-    "after `torch.compile`, its own NKI kernels for operations PyTorch runs as strings of small ops (the competition's "
-    "baseline shipped one example kernel); attention stayed the vendor's flash kernel, since its own produced NaNs in "
-    "the full model. No separate speed or bpb figure of theirs for this step is quoted here",
-    f"no NeuronCore, so no tokens/s and no bpb of the kernels (they compute what the reference computes). The head "
-    f"kernel's NKI source, run by the interpreter on a batch of the `{P.name}` model, gives the reference's numbers: "
-    + ", ".join(f"{k} within {d:.1e} (largest value {m:.1e})" for k, (d, m) in diff.items())
-    + f". On this CPU the kernel layer's fused head (its PyTorch implementation) takes "
-    + " and ".join(times(c) for c in here) + f" plain PyTorch's time at the `{here[0]['profile']}` shapes; at the `{big[0]['profile']}` shapes plain PyTorch "
-    f"needs " + " and ".join(f"{c['memory_ratio']:.1f}x (bias {'on' if c['bias'] else 'off'})" for c in big)
-    + " the fused op's extra peak memory",
-    f"undecided here: {RULE[0].lower() + RULE.split('; no bpb test')[0][1:]}, and that bench needs a NeuronCore. The cost model predicts "
-    f"{pred['speedup']:.2f}x for the step at {pred_shape} (matmuls at the fp32 peak): a prediction, not a measurement",
-)))
+rms = interpreted.kernels("rmsnorm")  # the kernel's unmodified source, loaded with the interpreter's `nki`
+display(Markdown(report.source_of(rms.rmsnorm_fwd.fn, rms._rstd, rms._core_tiles)))
 
 # %% [markdown]
-# ## 1. Where a step's time goes on Trn2 (predicted)
+# Run at LNC=2 on 300 tokens (tiles of 128, 128 and 44 rows: one core takes the first, the other the rest), forward
+# and backward, against the reference op and its autograd:
+
+# %%
+import numpy as np
+import torch
+
+from frontier.kernels import interpreted, ops
+from frontier.kernels.interpreter import run
+from frontier.kernels.toolchain import LNC
+
+rms = interpreted.kernels("rmsnorm")
+gen = torch.Generator().manual_seed(0)
+x = torch.randn(300, ch.profile.n_embd, generator=gen)
+dy = torch.randn(x.shape, generator=gen)
+eps = torch.finfo(x.dtype).eps
+y, fwd = run(rms.rmsnorm_fwd[LNC], x.numpy(), eps=eps)  # launched as Trn2 launches it: two cores, one HBM
+dx, bwd = run(rms.rmsnorm_bwd[LNC], x.numpy(), dy.numpy(), eps=eps)
+
+xr = x.clone().requires_grad_()
+yr = ops.rmsnorm(xr, "reference")
+yr.backward(dy)
+print(f"forward:  max |kernel - reference| = {np.abs(y - yr.detach().numpy()).max():.1e} "
+      f"(largest |y| {yr.abs().max():.2f})")
+print(f"backward: max |kernel - reference| = {np.abs(dx - xr.grad.numpy()).max():.1e} "
+      f"(largest |dx| {xr.grad.abs().max():.2f})")
+
+# %% [markdown]
+# What the interpreter counted, beside what the reference does with the same call. The reference's body, traced on
+# PyTorch's `meta` device (shapes only), issues one aten op after another; on a device that does not fuse them each
+# reads its inputs from HBM and writes its output back (`frontier.study.roofline.reference_work`):
+
+# %%
+import torch
+
+from frontier.study import report
+from frontier.study.roofline import reference_work
+
+rows = []
+with torch.device("meta"):
+    xm = torch.empty(x.shape)
+ref = {"rmsnorm_fwd": reference_work(torch.ops.frontier.rmsnorm.default, (xm, None, "reference"), {}),
+       "rmsnorm_bwd": reference_work(torch.ops.frontier.rmsnorm_backward.default, (xm, xm, None, "reference"), {})}
+for name, c in (("rmsnorm_fwd", fwd), ("rmsnorm_bwd", bwd)):
+    r = ref[name]
+    rows.append({"call": name, "kernel: HBM bytes": c.hbm_read_bytes + c.hbm_write_bytes,
+                 "DMAs": c.dma_transfers,
+                 "instructions (tensor, vector, scalar, gpsimd)": ", ".join(str(v) for v in c.instructions.values()),
+                 "LNC conflicts": c.lnc_conflicts, "peak SBUF B/partition": c.peak_sbuf_bytes,
+                 "reference: aten ops": f"{sum(r.ops.values())} ({', '.join(r.ops)})",
+                 "reference: HBM bytes": int(r.work.hbm_bytes)})
+display(Markdown(report.markdown_table(rows, list(rows[0]), {"kernel: HBM bytes": ",", "reference: HBM bytes": ","})))
+print(f"x is {x.numel() * 4:,} bytes; the forward kernel moves x in and y out, once each")
+
+# %% [markdown]
+# The kernel moves each byte once (x in, y out; the backward also reads dy, and recomputes rstd rather than saving
+# it); the reference's chain of ops moves several times as much. No HBM byte is written by both cores (0 conflicts:
+# the interpreter counts every byte one core writes that the other touches between two barriers). The test suite runs
+# the same check for every kernel, at LNC=1 and 2, forward and backward (`tests/test_nki_kernels.py`); bytes moved
+# are what the next section prices.
+
+# %% [markdown]
+# ## Where a step's time goes on Trn2 (predicted)
 #
-# `frontier kernels --roofline trn2` (here `roofline_record`, which reads the newest record for the shapes or
-# computes one) traces one training step, forward, backward and optimiser, on PyTorch's `meta` device: shapes only,
-# no data. A `TorchDispatchMode` sees every aten op and every `frontier::` fused op as it is dispatched. For each
-# distinct fused call:
+# `frontier.study.roofline` traces one training step (forward, backward and the optimiser) on the `meta` device and
+# sees every op as it is dispatched. For each fused call it counts both ways, as the section above did for RMSNorm:
+# the reference's aten ops, each a round trip to HBM (matmul FLOPs from `torch.utils.flop_counter`'s formulas, other
+# ops streaming their elements through VectorE, or ScalarE for exp, tanh, rsqrt and the like), and the kernel run
+# once in the interpreter on random tensors of the same shapes. The glue that is not a fused op (projections,
+# residual adds, the embedding) counts the same aten way in both columns, and attention is the vendor's flash
+# kernel in both, modelled from flop_counter's SDPA formula.
 #
-# - **reference**: its PyTorch body (`frontier.kernels.reference`) runs on meta tensors under the same mode; each
-#   aten op counts as a round trip to HBM. Matmul FLOPs come from `torch.utils.flop_counter`'s formulas; every other
-#   op streams its elements through VectorE (ScalarE for exp, tanh, rsqrt and the like).
-# - **NKI kernel**: the kernel's own source runs once in the project's interpreter on random tensors of the same
-#   shapes, which counts its HBM bytes, DMA transfers, matmul FLOPs and the instructions and elements of each
-#   engine. Nothing is hand-derived.
+# Counts become seconds on one NeuronCore-v3 at its published figures (`[I]` marks an assumption where the
+# documentation gives no number):
 #
-# The glue that is not a fused op (projections, residual adds, the embedding, Muon's momentum) is counted the same
-# aten way in both columns, and attention is the vendor's flash kernel in both, modelled from flop_counter's SDPA
-# formula. The cost model turns counts into seconds on one NeuronCore-v3 with the published figures
-# (`shared/reference/nki.md`; `[I]` where the docs give no number and the model assumes one):
-#
-# $$t_\text{TensorE} = \frac{\text{matmul FLOPs}}{\text{peak (fp32 or bf16)}} + \frac{64\ \text{cycles} \times \text{instructions}}{2.4\ \text{GHz}}\ [I]$$
+# $$t_\text{TensorE} = \frac{\text{matmul FLOPs}}{\text{peak (bf16 or fp32)}} + \frac{64\ \text{cycles} \times \text{instructions}}{2.4\ \text{GHz}}\ [I],\qquad
+#   t_\text{DMA} = \frac{\text{HBM bytes}}{368\ \text{GB/s}} + \frac{1.3\ \mu\text{s} \times \text{transfers}}{16\ \text{queues}}$$
 # $$t_\text{VectorE} = \frac{\text{free elements} / 2 + 64 \times \text{instructions}}{0.96\ \text{GHz}},\quad
 #   t_\text{ScalarE} = \frac{\text{free elements} + 64 \times \text{instructions}\ [I]}{1.2\ \text{GHz}},\quad
-#   t_\text{GpSimd} = t_\text{VectorE}\text{'s formula}\ [I]$$
-# $$t_\text{DMA} = \frac{\text{HBM bytes}}{368\ \text{GB/s}} + \frac{1.3\ \mu\text{s} \times \text{transfers}}{16\ \text{queues}},\qquad
 #   t_\text{unit} = \max(t_\text{TensorE}, t_\text{VectorE}, t_\text{ScalarE}, t_\text{GpSimd}, t_\text{DMA})$$
 #
-# "Free elements" are per partition: the 128 lanes of an engine work in parallel. A unit is one kernel call, or one
+# "Free elements" are per partition (the 128 lanes of an engine work in parallel). A unit is one kernel call or one
 # aten op of a reference; the step is the sum of its units. Taking the max inside a unit assumes its engines overlap
-# perfectly, so every time below is a lower bound, for the reference as for the kernel. **These times are predicted
-# by a cost model, not measured**: no Trainium was used to make them.
-
-# %%
-display(Markdown("TensorE peaks the model uses: " + ", ".join(
-    f"{k} {v / 1e12:.0f} TFLOP/s" for k, v in PEAKS.tensor_flops.items())))
-for r in roofs:
-    print(format_roofline(r))
-    print()
-
-# %% [markdown]
-# Each table is sorted by the reference's predicted time. The counted FLOPs differ between the columns where the
-# kernels do more arithmetic to move fewer bytes: the head's backward and the MLP's backward recompute their forward
-# tiles (the logits, the MLP's hidden activation) instead of reading them back, and the interpreter counts each
-# TensorE transpose as the identity matmul it is. That trade does not always pay, and the model says where:
-
-# %%
-def slower_rows(r, peak):
-    return [x for x in r["predictions"][peak]["rows"] if x["kernel_s"] > x["ref_s"]]
-
-
-said = []
-for r in roofs:
-    s = f"{r['shapes']['n_layer']} x {r['shapes']['n_embd']}"
-    for peak in ("fp32", "bf16"):
-        for x in slower_rows(r, peak):
-            other = "bf16" if peak == "fp32" else "fp32"
-            y = next(z for z in r["predictions"][other]["rows"] if z["op"] == x["op"])
-            said.append(
-                f"- **{s}, matmuls at the {peak} peak: `{x['op']}` is predicted slower with the kernel**, "
-                f"{x['kernel_s'] * 1e3:.1f} against {x['ref_s'] * 1e3:.1f} ms. The kernel does "
-                f"{x['kernel_flops'] / max(x['ref_flops'], 1):.2f}x the reference's matmul FLOPs "
-                f"({x['kernel_flops'] / 1e12:.1f} against {x['ref_flops'] / 1e12:.1f} TFLOP) to move "
-                f"{x['kernel_bytes'] / max(x['ref_bytes'], 1):.2f}x its HBM bytes ({x['kernel_bytes'] / 1e9:.0f} against "
-                f"{x['ref_bytes'] / 1e9:.0f} GB); its matmuls alone take "
-                f"{x['kernel_flops'] / PEAKS.tensor_flops[peak] * 1e3:.0f} ms at {PEAKS.tensor_flops[peak] / 1e12:.0f} "
-                f"TFLOP/s, so the unit is bound by TensorE and the bytes it saves buy nothing. Priced at the {other} "
-                f"peak the same op is predicted at {y['kernel_s'] * 1e3:.1f} (kernel) against {y['ref_s'] * 1e3:.1f} ms "
-                f"(reference).")
-display(Markdown("\n".join(said) if said else
-                 "- In these records no fused op is predicted slower with its kernel, at either peak."))
-
-# %%
-r0 = roofs[0]
-rows = sorted(r0["predictions"]["fp32"]["rows"], key=lambda x: x["ref_s"])
-fig, axes = new_figure(10.0, 4.4, ncols=2)
-ys = range(len(rows))
-for ax, key, label in ((axes[0], "s", "predicted ms per step (axis from zero)"),
-                       (axes[1], "bytes", "HBM GB per step (axis from zero)")):
-    scale = 1e3 if key == "s" else 1e-9
-    ax.barh([y + 0.2 for y in ys], [x["ref_" + key] * scale for x in rows], height=0.4, label="PyTorch reference")
-    ax.barh([y - 0.2 for y in ys], [x["kernel_" + key] * scale for x in rows], height=0.4, label="NKI kernels")
-    ax.set_yticks(list(ys), [x["op"] for x in rows] if ax is axes[0] else [""] * len(rows), fontsize=8)
-    ax.set_xlabel(label)
-axes[0].legend(fontsize=8)
-s0 = r0["shapes"]
-axes[0].set_title(f"one NeuronCore-v3, {s0['n_layer']} x {s0['n_embd']}, fp32 peak", fontsize=10)
-axes[1].set_title(f"{s0['tokens']:,} tokens a step (cost model, not measured)", fontsize=10)
-save_figure(fig, figures / f"03_roofline_{P.name}.png")
-fig
-
-# %% [markdown]
-# ## 2. The predicted step, and what the saving buys
+# perfectly, so every time is a lower bound, for the reference as for the kernel. **These are predictions from
+# counted bytes and FLOPs, not measurements**: no Trainium made them. The kernels' matmul operands are bf16 (fp32
+# accumulation), so the kernels' peak is TensorE's bf16 rate; the fp32 rate is shown beside it.
 #
-# Summing the units gives the step on one core. A Trn2 chip has 8 physical NeuronCore-v3; the `trn2` profile trains
-# data-parallel over all of them, so the chip's step is the core's divided by 8 (ideal scaling, the gradient
-# all-reduce left out). The depth the saving buys is read off a second trace with one more layer: the per-layer time
-# is the difference, and the fused model affords `(reference step - fused fixed part) / fused per-layer time` layers
-# in the reference's step time. The same counts priced at TensorE's bf16 peak show how much of the answer rests on
-# the matmul rate.
+# At the `trn2` profile's shapes (10 layers of width 640, 32 × 2,048 tokens a step, vocabulary 8,192) the count runs
+# the interpreter over every kernel for minutes, so the chapter reads the record `frontier kernels --roofline trn2`
+# wrote, or makes it where there is none (the `smoke` profile predicts its own tiny shapes in seconds):
 
 # %%
-budget = roofs[0]["budget_s"]
-lines = []
-for r in roofs:
-    s = r["shapes"]
-    for peak in ("fp32", "bf16"):
-        p = r["predictions"][peak]
-        lines.append({"model": f"{s['n_layer']} x {s['n_embd']}", "matmuls at": peak,
-                      "ref step s (chip)": p["chip_step_s"]["reference"], "NKI step s (chip)": p["chip_step_s"]["kernel"],
-                      "speed-up": p["speedup"], "ref tok/s": p["chip_tokens_per_s"]["reference"],
-                      "NKI tok/s": p["chip_tokens_per_s"]["kernel"],
-                      f"steps in {budget:,.0f} s: ref": p["steps_in_budget"]["reference"],
-                      "NKI": p["steps_in_budget"]["kernel"], "layers at the ref step": p["layers_at_reference_step"]})
-display(Markdown(report.markdown_table(lines, list(lines[0]), {
-    "ref step s (chip)": ".3f", "NKI step s (chip)": ".3f", "speed-up": ".2f", "ref tok/s": ",.0f",
-    "NKI tok/s": ",.0f", f"steps in {budget:,.0f} s: ref": ",.0f", "NKI": ",.0f", "layers at the ref step": ".1f"})))
-display(Markdown(
-    f"At {pred_shape} (fp32 peak) the fused step is predicted {pred['speedup']:.2f}x faster; the same {budget:,.0f} s "
-    f"would buy {pred['steps_in_budget']['kernel'] - pred['steps_in_budget']['reference']:,.0f} more steps, or a model "
-    f"of {pred['layers_at_reference_step']:.1f} layers at the old step time."))
+from IPython.display import Markdown, display
+
+from frontier.study import report
+from frontier.study.roofline import PEAKS, format_roofline, roofline_record
+
+at = "smoke" if ch.profile.name == "smoke" else "trn2"
+roof = roofline_record(at, ch.root / at / "bench", log=ch.log)
+print(", ".join(f"TensorE {k} {v / 1e12:.0f} TFLOP/s" for k, v in PEAKS.tensor_flops.items()))
+print(format_roofline(roof))
 
 # %% [markdown]
-# What the saving is worth in the score is a second, rougher extrapolation. Another team in the competition measured
-# that compute buys bits per byte at about Δbpb ≈ 0.063 ln(compute ratio), and `shared/reference/recipes.md` quotes
-# them as "1% more steps ≈ 0.00057 bpb". Their fit and their example do not agree; the cell computes the fit's own
-# value and uses the fit. Spent on steps, the predicted speed-ups would be worth:
+# Each row sums a fused op's calls in one step. The kernels do as many matmul FLOPs as the reference or more (the
+# head's and the MLP's backward recompute their forward tiles instead of reading them back, and a TensorE transpose
+# counts as the identity matmul it is) and move a fraction of its bytes. The step on one core, divided by a chip's 8
+# physical cores (the `trn2` profile trains data-parallel on the chip's 4 logical cores, and each kernel divides its
+# work between a logical core's 2; ideal scaling, the gradients' all-reduce left out), at both TensorE peaks:
 
 # %%
-FIT = 0.063  # their coefficient, quoted
-display(Markdown(
-    f"Their fit at 1% more steps: 0.063 ln 1.01 = **{FIT * math.log(1.01):.5f}** bpb (their example says 0.00057, "
-    f"{0.00057 / (FIT * math.log(1.01)):.0%} of it).\n\n" + "\n".join(
-        f"- {r['shapes']['n_layer']} x {r['shapes']['n_embd']}, matmuls at {peak}: "
-        f"{r['predictions'][peak]['speedup']:.2f}x the steps → about "
-        f"{FIT * math.log(r['predictions'][peak]['speedup']):.4f} bpb by that fit (an extrapolation, not a measurement)"
-        for r in roofs for peak in ("fp32", "bf16"))))
+budget = roof["budget_s"]
+table = []
+for peak, p in roof["predictions"].items():
+    table.append({"matmuls at": peak + (" (the kernels')" if peak == roof["kernel_matmul_peak"] else ""),
+                  "step ms, reference": p["chip_step_s"]["reference"] * 1e3,
+                  "step ms, kernels": p["chip_step_s"]["kernel"] * 1e3,
+                  "speed-up": p["speedup"], "tokens/s, reference": p["chip_tokens_per_s"]["reference"],
+                  "tokens/s, kernels": p["chip_tokens_per_s"]["kernel"],
+                  f"steps in {budget:,.0f} s, reference": p["steps_in_budget"]["reference"],
+                  f"steps in {budget:,.0f} s, kernels": p["steps_in_budget"]["kernel"]})
+display(Markdown(report.markdown_table(table, list(table[0]), {
+    "step ms, reference": ".4g", "step ms, kernels": ".4g", "speed-up": ".2f", "tokens/s, reference": ",.0f",
+    "tokens/s, kernels": ",.0f", f"steps in {budget:,.0f} s, reference": ",.0f",
+    f"steps in {budget:,.0f} s, kernels": ",.0f"})))
+for peak, p in roof["predictions"].items():
+    for r in p["rows"]:
+        if r["kernel_s"] > r["ref_s"]:
+            print(f"at the {peak} peak `{r['op']}` is predicted slower with its kernel ({r['kernel_s'] * 1e3:.1f} "
+                  f"against {r['ref_s'] * 1e3:.1f} ms): {r['kernel_flops'] / max(r['ref_flops'], 1):.2f}x the "
+                  f"reference's matmul FLOPs to move {r['kernel_bytes'] / max(r['ref_bytes'], 1):.2f}x its bytes, "
+                  f"and TensorE bounds the unit")
 
 # %% [markdown]
-# Two things this model cannot see, and which decide real gains: how well a compiler schedules the reference's
-# hundreds of small ops (the neuron backend of `torch.compile` fuses some of them on its own, which the reference
-# column does not credit), and how well the kernels overlap their engines (the max inside each unit assumes they do
+# Where the saving comes from, op by op (at the kernels' peak), and the step it adds up to:
+
+# %%
+from frontier.figures import new_figure
+
+peak = roof["kernel_matmul_peak"]
+rows = sorted(roof["predictions"][peak]["rows"], key=lambda r: r["ref_s"])
+fig, axes = new_figure(12.0, 4.6, ncols=3, width_ratios=[3, 3, 1.5])
+ys = range(len(rows))
+for ax, key, scale, label in ((axes[0], "s", 1e3, "predicted ms per step on one core\n(axis from zero)"),
+                              (axes[1], "bytes", 1e-9, "HBM GB per step on one core\n(axis from zero)")):
+    ax.barh([y + 0.2 for y in ys], [r["ref_" + key] * scale for r in rows], height=0.4, label="PyTorch reference")
+    ax.barh([y - 0.2 for y in ys], [r["kernel_" + key] * scale for r in rows], height=0.4, label="NKI kernels")
+    ax.set_yticks(list(ys), [r["op"] for r in rows] if ax is axes[0] else [""] * len(rows), fontsize=8)
+    ax.set_xlabel(label)
+axes[0].legend(fontsize=8, loc="lower right")
+s = roof["shapes"]
+axes[0].set_title(f"one NeuronCore-v3, {s['n_layer']} x {s['n_embd']}, matmuls at {peak}", fontsize=10)
+axes[1].set_title(f"{s['tokens']:,} tokens a step (a cost model, not measured)", fontsize=10)
+peaks = list(roof["predictions"])
+for i, p in enumerate(peaks):
+    chip = roof["predictions"][p]["chip_step_s"]
+    axes[2].bar([i - 0.2], [chip["reference"] * 1e3], width=0.4, color="C0")
+    axes[2].bar([i + 0.2], [chip["kernel"] * 1e3], width=0.4, color="C1")
+axes[2].set_xticks(range(len(peaks)), [f"matmuls\nat {p}" for p in peaks], fontsize=8)
+axes[2].set_ylabel("predicted ms per step, one chip\n(8 cores, ideal; axis from zero)")
+axes[2].set_title("the step", fontsize=10)
+ch.figure(fig, "03_roofline")  # figures/03_roofline_PROFILE.png
+
+# %% [markdown]
+# The normalisations, RoPE and the head are where fusing pays most: their references are chains of elementwise ops
+# that each stream whole activations through HBM, and the kernels keep the chain in SBUF (RMSNorm's backward: 92
+# against 21 GB a step on one core, in the committed record `runs/trn2/bench/roofline-trn2+10x640-20261204-221156.json`).
+# The MLP's backward is the exception: its kernel recomputes the hidden activation instead of reading it back (1.36x
+# the reference's matmul FLOPs for 0.38x its bytes), and where TensorE bounds the unit that trade does not pay. Two
+# things the model cannot see decide the real gain: how well the compiler fuses the reference's small ops on its own
+# (the reference column credits it with none), and how well the kernels overlap their engines (the model assumes
 # perfectly).
 
 # %% [markdown]
-# ## 3. One kernel, read closely: the fused head, softcap and cross-entropy
+# ## The fused head, measured here
 #
-# `frontier/kernels/nki/head_ce.py` computes, for hidden states $h$ (N × D) and the head's weight $W$ (V × D),
-#
-# $$l = h W^\top,\quad z = c \tanh(l / c),\quad \text{lse} = \log \textstyle\sum_v e^{z_v},\quad
-#   \text{loss} = \text{lse} - z_\text{target},$$
-#
-# without the (N × V) logits ever existing in HBM. Positions go on the 128 partitions, vocabulary along the free
-# dimension:
-#
-# - **Tiles.** A token block's $h^\top$ tiles are loaded once and stay in SBUF; the vocabulary streams past in
-#   chunks of 512 columns (one PSUM bank of fp32), so $W$ is read once per token block. Each logit tile [128, 512]
-#   is a sum over D / 128 matmuls on TensorE into PSUM.
-# - **Engines.** ScalarE reads the tile straight out of PSUM and applies tanh(l / c); VectorE takes the row max;
-#   ScalarE computes exp(c·t − max) with the row sum as a side result of the same instruction; GpSimd's `iota`
-#   writes the chunk's token ids, and one VectorE instruction compares them with the target and picks out its
-#   logit. No one-hot tensor is built.
-# - **Online log-sum-exp.** The running max m and sum s are per-row columns; a new chunk with a larger max rescales
-#   the sum by α = exp(m_old − m_new), so one pass over the vocabulary is enough.
-# - **Backward.** The gradient of l is g = dloss (softmax(z) − onehot) (1 − t²). The backward recomputes each tile
-#   from $h$, $W$ and the saved lse rather than storing the logits, and accumulates dh = g W and dW = gᵀ h in PSUM.
-#
-# The forward's loop over the vocabulary, from the kernel's source as the interpreter loads it (the file imports
-# the real `nki`, which this machine lacks; the interpreter supplies its own):
+# One saving needs no NeuronCore. The head computes, for hidden states h (N × D) and the head's weight W (V × D),
+# l = h Wᵀ, z = c·tanh(l / c), and the loss log Σ exp(z) − z_target per position. Done plainly, the N × V logits
+# exist whole in fp32, and autograd keeps several tensors of that size for the backward (the logits, their tanh, the
+# log-softmax). The kernel never writes them to HBM: it streams the vocabulary past in chunks of 512 columns with an
+# online log-sum-exp and recomputes each tile in the backward. The op's PyTorch reference does the same at a coarser
+# grain, rows in chunks of `CHUNK_ELEMENTS` = 2²⁴ logits (64 MiB), recomputed in the backward; where the logits fit
+# one chunk it keeps their tanh instead. On a small tensor the two ways give the same loss and gradients:
 
 # %%
-kernel = interpreted.kernels("head_ce")._fwd_block
-kernel_lines = report.source_of(kernel).splitlines()
-at = next(i for i, text in enumerate(kernel_lines) if "for ci in range(len(vch))" in text)  # source line at - 1
-display(Markdown(report.source_of(kernel, lines=(at - 1, at + 38))))
+import torch
+
+from frontier.kernels import ops
+from frontier.kernels.reference import CHUNK_ELEMENTS
+from frontier.study.bench_head import CAP, make_inputs, plain_head_ce
+
+n, d, v = 1_024, 32, 32_768  # 2^25 logits: two chunks
+x = make_inputs(n, d, v, bias=False)
+plain = plain_head_ce(x["hidden"], x["w"], x["targets"], CAP)
+plain_grads = torch.autograd.grad(plain, (x["hidden"], x["w"]))
+fused = ops.head_softcap_cross_entropy(x["hidden"], x["w"], x["targets"], CAP, "reference").mean()
+fused_grads = torch.autograd.grad(fused, (x["hidden"], x["w"]))
+print(f"{n * v:,} logits = {n * v / CHUNK_ELEMENTS:g} chunks of {CHUNK_ELEMENTS:,}; "
+      f"loss {plain:.6f} (plain) vs {fused:.6f} (fused); largest gradient difference "
+      f"{max((a - b).abs().max().item() for a, b in zip(plain_grads, fused_grads)):.1e}")
 
 # %% [markdown]
-# The verification in the box, in full: the `baseline` recipe's model at the profile's shapes (at its
-# initialisation, seed 0) reads a training batch of the embedded corpus, and its final hidden states go through the
-# head twice, the PyTorch reference and the NKI source run by the interpreter, forward and backward. The interpreter
-# enforces Trn2's limits as it goes (SBUF and PSUM capacity, tile shapes, engine operands, valid input ranges of
-# ScalarE's functions) and counts what the kernel did:
+# `frontier bench-head` (`frontier.study.bench_head`) times the forward and backward of the mean loss, plain against
+# fused, alternating in one process (median of 3 rounds), and measures each one's peak memory in a fresh process:
+# the resident memory it adds over its inputs (the gradients of h and W, which both make, included). The n-gram bias
+# is off and on (on: every position gets a bias row and 8 scattered corrections, as an `ngram` training batch does).
+# At the `cpu` profile's shapes the logits are 4,096 × 1,024 (16 MiB, one chunk: the fused op keeps them whole and
+# saves nothing); at the `gpu` profile's, which are the `trn2` profile's, 65,536 × 8,192 (2 GiB, 32 chunks):
 
 # %%
-for name, (d, m) in diff.items():
-    print(f"{name:<18} max |interpreter - reference| = {d:.2e} (largest |reference| {m:.2e})")
-print(f"mean loss {want[0].mean():.5f} nats (reference) vs {got[0].mean():.5f} (interpreter), "
-      f"ln V = {math.log(cfg.model.vocab_size):.5f}; {hidden.shape[0]:,} positions x {hidden.shape[1]} -> "
-      f"{cfg.model.vocab_size:,}")
-for name, counts in interpreted.COUNTS.items():
-    c = counts[0]
-    print(f"{name}: HBM read {c.hbm_read_bytes / 2**20:.1f} MiB, written {c.hbm_write_bytes / 2**20:.2f} MiB, "
-          f"{c.dma_transfers:,} DMAs, {c.matmul_flops / 1e9:.2f} GFLOP on TensorE, instructions {dict(c.instructions)}, "
-          f"peak SBUF {c.peak_sbuf_bytes / 1024:.1f} KiB per partition, {c.peak_psum_banks} PSUM banks")
+from frontier.study.bench_head import format_head_bench, run_head_bench
 
-# %% [markdown]
-# ## 4. Measured here: the fused head and cross-entropy on this CPU
-#
-# Never making the logits whole is a memory win on any device, so it can be measured here. `frontier bench-head`
-# times forward + backward of the mean loss for the fused op (its reference implementation,
-# `frontier.kernels.reference`) against plain PyTorch (the logits made whole in fp32, the softcap,
-# `F.cross_entropy`, autograd's saved tensors), alternating the two in one process, and measures each one's peak
-# memory in a fresh process: the resident memory it adds at its peak over the inputs it starts with (the gradients
-# of h and W, which both make, included). The n-gram bias is switched off and on: on, every position gets the bias
-# row and 8 scattered corrections, as a training batch of the `ngram` recipe does.
-
-# %%
+shapes = ["smoke"] if ch.profile.name == "smoke" else ["cpu", "gpu"]
+head = run_head_bench(shapes, steps=1, repeats=3, out=ch.root / ch.profile.name / "bench", log=ch.log)
 print(format_head_bench(head))
 
 # %%
+from frontier.figures import new_figure
+
 cases = head["cases"]
-labels = [f"{c['profile']}\nbias {'on' if c['bias'] else 'off'}" for c in cases]
+labels = [f"{c['profile']}: {c['positions']:,} x {c['vocab']:,}\nbias {'on' if c['bias'] else 'off'}" for c in cases]
 fig, axes = new_figure(10.0, 3.8, ncols=2)
 xs = range(len(cases))
-for off, variant, style in ((-0.1, "plain", "o"), (0.1, "fused", "s")):
-    name, colour = ("plain PyTorch", "C0") if variant == "plain" else ("fused op", "C1")
-    at_x = [x + off for x in xs]
+for off, variant, style, colour, name in ((-0.1, "plain", "o", "C0", "plain PyTorch (whole logits)"),
+                                          (0.1, "fused", "s", "C1", "fused op (chunks)")):
+    at_x = [i + off for i in xs]
     axes[0].plot(at_x, [c["memory"][variant]["extra_peak_mib"] for c in cases], style, color=colour, label=name)
     med = [c["ms_median"][variant] for c in cases]
     axes[1].errorbar(at_x, med, fmt=style, color=colour, capsize=3, label=name,
                      yerr=[[m - min(c["ms"][variant]) for m, c in zip(med, cases)],
                            [max(c["ms"][variant]) - m for m, c in zip(med, cases)]])
-rounds = len(cases[0]["ms"]["plain"])
-for ax, label in ((axes[0], "extra peak MiB\n(one fresh process each)"),
-                  (axes[1], f"ms per forward + backward\n(median; bar: range of {rounds} rounds)")):
-    ax.set_xticks(list(xs), labels, fontsize=8)
+for ax, label in ((axes[0], "extra peak MiB\n(a fresh process each)"),
+                  (axes[1], f"ms per forward + backward\n(median; bar: range of {len(cases[0]['ms']['plain'])} rounds)")):
+    ax.set_xticks(list(xs), labels, fontsize=7)
     ax.set_xlim(-0.5, len(cases) - 0.5)
     ax.set_ylabel(label)
     ax.set_yscale("log")
     ax.grid(alpha=0.3, axis="y")
 axes[0].legend(fontsize=8)
-axes[0].set_title("peak memory (log axis: points, no bars)", fontsize=10)
-axes[1].set_title("time (log axis: points, no bars)", fontsize=10)
-save_figure(fig, figures / f"03_head_bench_{P.name}.png")
-fig
+axes[0].set_title("peak memory (log axis: points)", fontsize=10)
+axes[1].set_title(f"time on this CPU (log axis: points)", fontsize=10)
+ch.figure(fig, "03_head_bench")  # figures/03_head_bench_PROFILE.png
 
 # %%
-def chunks(c):
-    return math.ceil(c["positions"] / c["chunk_rows"])
-
-
-para = []
-for c in {x["profile"]: x for x in (here[0], big[0])}.values():  # each profile's shapes once
-    n_el = c["positions"] * c["vocab"]
-    kept = keeps_logits(c["positions"], c["vocab"])
-    if chunks(c) == 1:
-        para.append(
-            f"At the `{c['profile']}` shapes the whole batch's logits ({c['positions']:,} × {c['vocab']:,} fp32, "
-            f"{c['logits_mib']:,.0f} MiB, {n_el:,} elements) fit in one chunk of `CHUNK_ELEMENTS` = {CHUNK_ELEMENTS:,} "
-            f"elements, so the fused op computes them whole, as plain PyTorch does"
-            + (", and keeps their tanh for the backward (`keeps_logits`): it saves no memory there, it only arranges "
-               "the same work differently" if kept else ", and recomputes them in the backward")
-            + ". " + " ".join(f"Bias {'on' if x['bias'] else 'off'}: fused {x['time_ratio']:.2f}x plain's time, plain "
-                              f"{x['memory_ratio']:.2f}x the fused op's extra peak memory." for x in here))
-    else:
-        para.append(
-            f"At the `{c['profile']}` shapes the logits ({c['positions']:,} × {c['vocab']:,} fp32, "
-            f"{c['logits_mib']:,.0f} MiB) are **{chunks(c)} chunks** of {c['chunk_rows']:,} rows "
-            f"(`CHUNK_ELEMENTS` = {CHUNK_ELEMENTS:,} elements, {CHUNK_ELEMENTS * 4 / 2**20:.0f} MiB a chunk; "
-            f"{n_el:,} / {CHUNK_ELEMENTS:,} = {n_el / CHUNK_ELEMENTS:g}). Plain PyTorch's peak is several copies of the "
-            f"logits (the logits, their tanh, the log-softmax, their gradients) where the fused op holds a few chunks "
-            f"and the gradients of h and W: "
-            + " ".join(f"bias {'on' if x['bias'] else 'off'}, plain needs {x['memory_ratio']:.1f}x the fused op's extra "
-                       f"peak ({x['memory']['plain']['extra_peak_mib']:,.0f} against "
-                       f"{x['memory']['fused']['extra_peak_mib']:,.0f} MiB) and the fused op takes {x['time_ratio']:.2f}x "
-                       f"plain's time;" for x in big)
-            + " the time is the price of recomputing each chunk's logits in the backward on a CPU, where there is no "
-              "HBM round trip to save. On a NeuronCore the bytes the plain version writes and reads are what the step "
-              "waits on (section 1).")
-display(Markdown("\n\n".join(para)))
+for c in head["cases"]:
+    m = c["memory"]
+    print(f"{c['profile']} shapes, bias {'on' if c['bias'] else 'off'}: {c['logits_mib']:,.0f} MiB of logits in "
+          f"{-(-c['positions'] // c['chunk_rows'])} chunk(s); plain adds {m['plain']['extra_peak_mib']:,.0f} MiB at its "
+          f"peak, fused {m['fused']['extra_peak_mib']:,.0f} ({c['memory_ratio']:.1f}x); fused takes "
+          f"{c['time_ratio']:.2f}x plain's time")
 
 # %% [markdown]
-# One comparison in the record needs care: the same variant at the same shapes with the bias off and on. The bias
-# adds work (a row added to every logit and 8 scattered corrections), so a step with it cannot honestly be faster.
-# What else differs between the two cases is the order the bench runs them in, which the code shows: for each
-# profile, the bias-off case comes first, with one warm-up step per variant before its timed rounds:
-
-# %%
-bench_src = report.source_of(run_head_bench).splitlines()
-first = next(i for i, text in enumerate(bench_src) if "for bias in (False, True)" in text)
-display(Markdown(report.source_of(run_head_bench, lines=(first - 1, first + 13))))
-
-# %%
-off_on = []
-for prof in head_profiles:
-    by = {c["bias"]: c for c in head["cases"] if c["profile"] == prof}
-    ratios = {v: by[False]["ms_median"][v] / by[True]["ms_median"][v] for v in bench_head.VARIANTS}
-    off_on.append((prof, by, ratios))
-out = []
-for prof, by, ratios in off_on:
-    line = (f"- `{prof}` shapes: plain PyTorch {by[False]['ms_median']['plain']:,.0f} ms without the bias, "
-            f"{by[True]['ms_median']['plain']:,.0f} ms with it; the fused op {by[False]['ms_median']['fused']:,.0f} "
-            f"and {by[True]['ms_median']['fused']:,.0f} ms (without / with: plain {ratios['plain']:.2f}x, fused "
-            f"{ratios['fused']:.2f}x; rounds without the bias: plain "
-            + ", ".join(f"{m:,.0f}" for m in by[False]["ms"]["plain"]) + " ms).")
-    if min(ratios.values()) > 1.2:
-        line += (" Both variants were slower without the bias, by a similar factor: what slowed them is what the two "
-                 "variants share in that case, its place first in the process, most likely first-time costs (the "
-                 "memory allocator growing the heap, thread pools starting) that one warm-up step did not absorb. These "
-                 "bias-off times are not the cost of the op and must be re-measured (more warm-up, or the cases in the "
-                 "other order); inside each case the two variants alternate round by round, so the fused / plain "
-                 "ratio is the comparable figure.")
-    out.append(line)
-display(Markdown("\n".join(out)))
+# Where the logits fit one chunk the two ways do the same work and hold about the same memory. Where they do not,
+# plain PyTorch holds several copies of the 2 GiB logits at its peak and the fused op a few 64 MiB chunks: an order
+# of magnitude less memory, on any device. The time on this CPU is the price of recomputing each chunk in the
+# backward against the cost of writing and reading the whole logits; on a NeuronCore those bytes are what the step
+# waits on (the head's rows in the previous section).
 
 # %% [markdown]
-# ## 5. Silent fallbacks
+# ## Silent fallbacks, made visible
 #
-# One of the write-up's lessons about kernels was not about speed: a layer that quietly uses a slow path when the
-# fast one cannot run produces numbers that look like findings (one public project published "NKI" benchmarks that
-# were CPU matmuls). Here nothing falls back. Asking for the real NKI kernels on a machine without them stops the
-# run before anything is written, in one line:
+# One of the write-up's lessons about kernels was not about speed: a layer that quietly takes a slow path when the
+# fast one cannot run produces numbers that look like findings. `frontier.kernels` never falls back. It says per op
+# which implementations can run on this machine (`frontier kernels`):
 
 # %%
+from IPython.display import Markdown, display
+
+from frontier.kernels import status
+from frontier.study import report
+
+table = {}
+for r in status():
+    table.setdefault(r["op"], {"op": r["op"]})[r["impl"]] = "runs here" if r["runs_here"] else "cannot run here"
+display(Markdown(report.markdown_table(list(table.values()), ["op", "reference", "interpreter", "nki"])))
+print("nki, why not:", next(r["why_not"] for r in status() if r["impl"] == "nki"))
+
+# %% [markdown]
+# and a run that asks for the NKI kernels on a machine without them stops before anything is written, in one line
+# (`frontier.kernels.check` runs before training, and for the kernel implementations calls every op once at the
+# run's shapes, forward and backward, so a kernel that refuses a shape fails there and not mid-run):
+
+# %%
+import contextlib
+import io
+import tempfile
+from pathlib import Path
+
+from frontier.cli import main as frontier_cli
+
 with tempfile.TemporaryDirectory() as tmp:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err):
-        code = frontier_cli(["train", "--recipe", "baseline", "--profile", P.name, "--kernels", "nki", "--steps", "1",
-                             "--out", str(Path(tmp) / "run")])
+    err, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        code = frontier_cli(["train", "--recipe", "baseline", "--profile", ch.profile.name, "--kernels", "nki",
+                             "--steps", "1", "--out", str(Path(tmp) / "run")])
     print(f"exit status {code}: {err.getvalue().strip()}")
     print(f"run folder written: {(Path(tmp) / 'run').exists()}")
 
 # %% [markdown]
-# What a fallback would have looked like. Suppose the layer had caught that error and run something slower instead;
-# the stand-in here is the interpreter, which runs the same kernels instruction by instruction in NumPy.
-# `frontier bench baseline baseline@interpreter` times the two side by side; a reader who believed the second row
-# was "the NKI model" would conclude that the architecture is many times slower. The bench record says what ran:
-# each row's `kernel_calls` are counted as the ops execute, not copied from the configuration.
+# What a fallback would have looked like: suppose the layer had caught that error and run something else instead.
+# The stand-in here is the interpreter, which runs the same kernels instruction by instruction in NumPy.
+# `frontier bench baseline baseline@interpreter` times the two side by side; a reader told the second row was "the
+# NKI model" would conclude the kernels make training many times slower. The record says what ran: each row's
+# `kernel_calls` are counted as the ops execute, not copied from the configuration.
 
 # %%
+from frontier.study import experiments as ex
+from frontier.study.bench import format_bench
+
+fallback = ex.bench(["baseline", "baseline@interpreter"], ch.profile, root=ch.root,
+                    steps=1 if ch.profile.name == "smoke" else 2, repeats=2, memory=False, log=ch.log)
 print(format_bench(fallback))
-for row in fallback["rows"]:
-    print(f"{row['recipe']}: ran {sorted({i for impls in row['kernel_calls'].values() for i in impls})} "
-          f"({sum(n for impls in row['kernel_calls'].values() for n in impls.values())} op calls in the timed steps)")
+for r in fallback["rows"]:
+    ran = {i for impls in r["kernel_calls"].values() for i in impls}
+    print(f"{r['recipe']}: ran {sorted(ran)} "
+          f"({sum(n for impls in r['kernel_calls'].values() for n in impls.values())} op calls in the timed steps)")
 
 # %%
+from frontier.figures import new_figure
+
+ref, interp = fallback["rows"]
+slow = ref["tokens_per_s_median"] / interp["tokens_per_s_median"]
 fig, ax = new_figure(6.4, 3.4)
-names = ["baseline\n(reference)", "baseline@interpreter\n('NKI', silently not)"]
-ax.bar(names, [r["tokens_per_s_median"] for r in fallback["rows"]], color=["C0", "C3"], alpha=0.6)
-for i, r in enumerate(fallback["rows"]):
+ax.bar(["baseline\n(reference)", "baseline@interpreter\n('NKI', silently not)"],
+       [r["tokens_per_s_median"] for r in (ref, interp)], color=["C0", "C3"], alpha=0.6)
+for i, r in enumerate((ref, interp)):
     ax.scatter([i] * len(r["samples"]), r["samples"], color="k", s=12, zorder=3)
 ax.set_ylim(bottom=0)
-ax.set_ylabel("tokens / s (linear axis from zero;\nbar: median, dots: each round)")
-ax.set_title(f"a silent fallback reads as\n'this architecture is {slow:.1f}x slower'" if slow > 1 else
-             f"{P.name} shapes: the interpreter is not slower here\n(reference / interpreter {slow:.2f}x)", fontsize=10)
-save_figure(fig, figures / f"03_fallback_{P.name}.png")
-fig
+ax.set_ylabel("tokens / s (axis from zero;\nbar: median, dots: each round)")
+ax.set_title(f"a silent fallback reads as 'this is {slow:.1f}x slower'\n({ch.profile.name} profile, this CPU)"
+             if slow > 1 else f"{ch.profile.name} shapes: the interpreter is not slower here ({slow:.2f}x)",
+             fontsize=10)
+ch.figure(fig, "03_fallback")  # figures/03_fallback_PROFILE.png
 
 # %% [markdown]
-# ## 6. What it takes on Trainium
+# ## What it takes on Trainium
 #
-# On a Trn2 instance with the Neuron SDK (2.33 or later: native TorchNeuron, device `neuron`, PyTorch 2.14), the
-# same commands run the kernels for real: `frontier train --kernels nki` (the default on a Neuron device) calls each
-# op through torch-neuronx's `nki_op`, and `frontier kernels` says, per op, what can run:
+# The kernels target one toolchain, named in `frontier/kernels/toolchain.py` and nowhere else; another NKI release
+# is refused in one line rather than trusted. On a Trn2 instance (docs/trainium.md has the details):
+#
+# 1. The Neuron Deep Learning AMI's PyTorch environment, or `pip install torch-neuronx neuronx-cc` from the Neuron
+#    pip index (PyPI holds only empty stubs of those names); then `pip install -e .` in this checkout.
+# 2. `frontier prepare --out data/climbmix --text <export.jsonl> --vocab-size 8192`: the competition's vocabulary.
+# 3. `frontier kernels --device neuron` must show `nki` as runnable for every op.
+# 4. Warm the compile cache outside the clock (`neuron_parallel_compile`, or one untimed run).
+# 5. `frontier train --recipe best --profile trn2 --data data/climbmix --device neuron`: four data-parallel
+#    processes, one per logical NeuronCore (LNC=2), every fused op as its NKI kernel (`--kernels nki`, the default on
+#    a Neuron device).
+#
+# What can be checked here besides the numbers: every kernel call of a trn2 step, traced at one worker's shapes as
+# Trn2 launches it, emits instructions within the project's budget (the compiler's limit is undocumented), fits SBUF
+# and PSUM, and passes the check of NKI 0.7's language rules (`frontier kernels` prints this list):
 
 # %%
-last = None
-for row in status():
-    if row["op"] != last:
-        print(f"{row['op']}: {row['what']}")
-        last = row["op"]
-    print(f"  {row['impl']:<12}{'can run here' if row['runs_here'] else 'cannot run here: ' + row['why_not']}")
+from frontier.kernels.interpreter import find_real_nki
+from frontier.kernels.toolchain import NAME
+from frontier.kernels.verify import format_inventory, inventory
+from frontier.profiles import get_profile
+from frontier.recipes import resolve
+
+at = get_profile("smoke" if ch.profile.name == "smoke" else "trn2")
+print(f"toolchain: {NAME}; here: {find_real_nki()[1] or 'the real nki is installed'}")
+inv = inventory(resolve("baseline", at), at.batch_size // at.nproc)
+print(format_inventory(inv))
+print(f"largest: {max(r['instructions'] for r in inv['kernels']):,} instructions; every call within the budget: "
+      f"{all(r['within_limit'] for r in inv['kernels'])}; every kernel passes the language check: "
+      f"{all(r['language_ok'] for r in inv['kernels'])}")
 
 # %% [markdown]
-# On the instance, before a timed run:
+# What stays unverified without a Trn2, so that nobody mistakes the interpreter for the hardware:
 #
-# 1. `frontier kernels` must show `nki` as runnable; every run also checks, before it trains, that each op's kernel
-#    runs at the run's shapes, forward and backward.
-# 2. Compile once outside the clock: `neuron_parallel_compile` (or one untimed run) fills the compile cache in
-#    `/var/tmp/neuron-compile-cache`, so that the competition's start-up allowance is not spent compiling.
-# 3. `frontier train --recipe best --profile trn2` launches 4 data-parallel processes, one per logical core.
-#
-# What could not be verified here, and is listed so that nobody mistakes the interpreter for the hardware:
-#
-# - The kernels have never been compiled by `neuronx-cc` or run on a NeuronCore. The interpreter checks what the
-#   NKI documentation states (tile shapes, buffers, engines and their operands, SBUF and PSUM capacity, ScalarE's
-#   input ranges) and is stricter where the docs are vague; it does not model timing, instruction scheduling, bank
-#   conflicts or compiler limits on instruction counts.
-# - The `nki` implementation (`frontier/kernels/neuron.py`, through `nki_op`) has never run; it is exercised here
-#   only up to the point of reporting that it cannot.
-# - Every time in sections 1 and 2 is a cost-model prediction; the engine overlap it assumes is the best case.
-# - Attention is the vendor's kernel, modelled, not counted.
+# - that `neuronx-cc` compiles the kernels and how many instructions it accepts (the language check follows the
+#   documentation, not the compiler); the kernels have never run on a NeuronCore;
+# - that torch-neuronx's `nki_op` takes these signatures, and that the neuron backend lowers each registered op of
+#   the compiled graph to its kernel (a stand-in toolchain checks the graphs; `tests/test_neuron_trace.py`);
+# - ScalarE's real accuracy, how DMA rounds a cast to bf16, where PSUM tiles land, how `core_barrier` orders HBM
+#   writes at LNC=2;
+# - every time in this chapter's second section: the roofline is a model, its engine overlap the best case.
 
 # %% [markdown]
-# ## Appendix: where the numbers come from
-#
-# The rule the verdict follows, the records every number above was computed from (with the code that wrote each),
-# and what the experiments said about each record as the chapter ran.
+# ## What this chapter found
 
 # %%
-print(RULE)
-print()
-print(f"profile {P.name}: {P.summary}")
-for r in roofs:
-    print(f"roofline record {r['path']} (code {report.short_code(r['code'])}, {r['interpreter_s']:.0f} s in the interpreter)")
-print(f"head bench record {head['path']} (code {report.short_code(head['code'])}, {head['hardware']['cpu']}, "
-      f"{head['hardware']['torch_threads']} threads)")
-print(f"fallback bench record {fallback['path']} (code {report.short_code(fallback['code'])})")
-print("\n".join(str(x) for x in log_lines))
+import numpy as np
+import torch
+
+from frontier.kernels import interpreted, ops
+from frontier.kernels.interpreter import run
+from frontier.kernels.toolchain import LNC
+from frontier.study.bench_records import load_bench_record
+from frontier.study.chapter import machine
+from frontier.study.roofline import roofline_record
+
+rms = interpreted.kernels("rmsnorm")
+x = torch.randn(300, ch.profile.n_embd, generator=torch.Generator().manual_seed(0))
+y, counts = run(rms.rmsnorm_fwd[LNC], x.numpy(), eps=torch.finfo(x.dtype).eps)
+rms_diff = float(np.abs(y - ops.rmsnorm(x, "reference").numpy()).max())
+
+at = "smoke" if ch.profile.name == "smoke" else "trn2"
+roof = roofline_record(at, ch.root / at / "bench", log=ch.log)
+pred = roof["predictions"][roof["kernel_matmul_peak"]]
+
+bench = ch.root / ch.profile.name / "bench"
+heads = sorted(bench.glob("bench-head-*.json"))
+head = load_bench_record(heads[-1]) if heads else None
+big = max(head["cases"], key=lambda c: c["positions"]) if head else None
+
+ref_ms, ker_ms = (pred["chip_step_s"][k] * 1e3 for k in ("reference", "kernel"))
+shape = f"{roof['shapes']['n_layer']} x {roof['shapes']['n_embd']}"
+print(f"RMSNorm kernel at LNC={LNC} against the reference: {rms_diff:.1e}, {counts.lnc_conflicts} conflicts")
+print(f"predicted {shape} step on one chip: {ref_ms:.4g} -> {ker_ms:.4g} ms ({pred['speedup']:.2f}x, matmuls at "
+      f"{roof['kernel_matmul_peak']})")
+if big:
+    print(f"head at {big['positions']:,} x {big['vocab']:,} logits: plain adds {big['memory_ratio']:.1f}x the fused "
+          f"op's extra memory; the fused op takes {big['time_ratio']:.2f}x plain's time (bias {'on' if big['bias'] else 'off'})")
+box.update(
+    f"**Not measurable here; predicted {pred['speedup']:.2f}x.** No NeuronCore ({machine()}): no tokens/s, no bpb; "
+    f"the kernels compute what the reference computes. In the interpreter at LNC=2 the RMSNorm kernel matches the "
+    f"reference within {rms_diff:.0e}. A cost model of counted bytes and FLOPs (not a measurement) puts the {at} step "
+    f"({shape}) on one Trn2 chip at {ref_ms:.3g} ms with the reference ops, {ker_ms:.3g} ms with the kernels."
+    + (f" Measured here: at {big['positions']:,} x {big['vocab']:,} logits plain PyTorch adds "
+       f"{big['memory_ratio']:.1f}x the fused head's extra memory; the fused head takes {big['time_ratio']:.2f}x its "
+       f"time." if big else ""))
+
+# %% [markdown]
+# ## Records
+#
+# The bench records this chapter quoted, the code that wrote each, and what the chapter's experiments said.
+
+# %% jupyter={"outputs_hidden": true}
+from frontier.study.bench_records import load_bench_record
+from frontier.study.roofline import roofline_record
+
+at = "smoke" if ch.profile.name == "smoke" else "trn2"
+bench = ch.root / ch.profile.name / "bench"
+benches = [roofline_record(at, ch.root / at / "bench", log=ch.log)]
+benches += [load_bench_record(p) for pattern in ("bench-head-*.json", "bench-baseline+baseline@interpreter-*.json")
+            for p in sorted(bench.glob(pattern))[-1:]]
+ch.records([], benches)
