@@ -268,7 +268,7 @@ ax.set_ylabel(f"ms a step, the table's share\n(dot: best of {bench['repeats']} r
 ax.set_title(f"{ch.profile.name}: the table's update, {dim} wide, {x.numel():,} positions a step\n"
              "(log axes)", fontsize=10)
 ax.legend(fontsize=8)
-ch.figure(fig, "04_update_time")
+ch.figure(fig, "04_update_time")  # figures/04_update_time_PROFILE.png
 
 # %%
 big = curve[-1]
@@ -341,7 +341,7 @@ ax.set_xlim(-0.6, len(stages) - 0.4)
 ax.set_ylabel("gain with the table (bpb)\n(each seed; bar: the mean)")
 ax.set_title(f"{ch.profile.name}: the table's gain, paired by seed ({SEEDS} seeds)", fontsize=10)
 ax.legend(fontsize=8)
-ch.figure(fig, "04_gains")
+ch.figure(fig, "04_gains")  # figures/04_gains_PROFILE.png
 
 # %% [markdown]
 # At equal budget the table pays for itself: its lookup and update cost steps (`bigram`'s step is dearer than

@@ -299,8 +299,8 @@ print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not s
 # ## What the tables memorise
 #
 # A run of `ngram` reads a fifth of the training split, yet its training loss ends far below its validation loss.
-# The same for the network without the mix (`records.epochs_read`; `records.loss_gap`: validation loss minus the
-# training loss over the last tenth of the run, in nats a token):
+# Beside it, the same network without the mix, `bigram` (`records.epochs_read`; `records.loss_gap`: validation
+# loss minus the training loss over the last tenth of the run, in nats a token):
 
 # %%
 import numpy as np
@@ -405,7 +405,7 @@ ax_gain.set_xlim(-0.6, len(splits) - 0.4)
 ax_gain.set_ylabel("gain of ngram over bigram (bpb)")
 ax_gain.set_title("the mix's gain at equal budget, by split", fontsize=10)
 ax_gain.legend(fontsize=7)
-ch.figure(fig, "05_gap")
+ch.figure(fig, "05_gap")  # figures/05_gap_PROFILE.png
 
 # %% [markdown]
 # The document intervals of the two splits are wide and overlap: which documents a split holds moves the mix's
@@ -444,7 +444,7 @@ ax.set_xlabel("context length (tokens)")
 ax.set_ylabel("mixture weight $\\pi_k$")
 ax.set_title(f"{ch.profile.name}: the learned weights over context lengths", fontsize=10)
 ax.legend(fontsize=8)
-ch.figure(fig, "05_mixture")
+ch.figure(fig, "05_mixture")  # figures/05_mixture_PROFILE.png
 
 # %%
 print(f"{rec['steps']} steps: weight on length 0 {float(pi[0]):.2f}, on lengths 1-3 {float(pi[1:4].sum()):.2f}, on "
