@@ -282,3 +282,20 @@ def test_judge_speed_names_a_missing_row():
 
     with pytest.raises(UserError, match="no row for compile-opt"):
         judge_speed(bench_of([100] * 5, [120] * 5), "baseline", "compile-opt")
+
+
+def test_paired_gain_reads_any_score_pairs_by_seed_and_takes_judges_shape():
+    from scipy.stats import ttest_rel
+
+    from frontier.study.compare import judge, paired_gain
+
+    a = {0: 1.80, 1: 1.83, 2: 1.77, 3: 1.81, 4: 1.79}
+    b = {4: 1.75, 0: 1.77, 2: 1.74, 1: 1.79, 3: 1.77}  # another order: pairing goes by seed
+    base = [{"seed": s, "test_bpb": v, "run_dir": f"runs/cpu/a/s{s}"} for s, v in a.items()]
+    variant = [{"seed": s, "test_bpb": v, "run_dir": f"runs/cpu/b/s{s}"} for s, v in b.items()]
+    gain, p, n = paired_gain(base, variant, "test_bpb")
+    assert n == 5 and math.isclose(gain, sum(a[s] - b[s] for s in a) / 5)
+    assert math.isclose(p, ttest_rel([b[s] for s in range(5)], [a[s] for s in range(5)]).pvalue)
+    assert judge(gain, p, n).startswith("better")
+    with pytest.raises(UserError, match="no val_bpb"):
+        paired_gain(base, variant)

@@ -355,6 +355,23 @@ def paired_test(a: Group, b: Group, metric: str = "val_bpb", alpha: float = ALPH
     return Difference(a.name, b.name, delta, t, p, _verdict(delta, p, alpha, lower), **kw)
 
 
+def paired_gain(base: list[dict], variant: list[dict], score: str = "val_bpb") -> tuple[float, float, int]:
+    """How much lower `variant`'s runs score than `base`'s, paired by seed: (gain, p, pairs), the mean per-seed
+    gain (positive: the variant scores fewer bits), the paired t-test's p (`paired_test`) and the number of seeds
+    paired: the shape `judge` and `keep` take. `score`: any lower-is-better field of the records (`val_bpb`,
+    `test_bpb`, `val_bpb_live`), which `compare` cannot group by when it is not a `METRICS` name."""
+    def group(name: str, recs: list[dict]) -> Group:
+        missing = [r.get("run_dir", "?") for r in recs if r.get(score) is None]
+        if missing:
+            raise UserError(f"paired_gain: no {score} in {', '.join(map(str, missing))}",
+                            "pass runs that scored it (test_bpb: a corpus with a test split)")
+        return Group(name, tuple(float(r[score]) for r in recs), tuple(str(r.get("run_dir", "?")) for r in recs),
+                     tuple(r.get("seed") for r in recs))
+
+    d = paired_test(group("base", base), group("variant", variant), lower_is_better=True)
+    return -d.delta, d.p, d.pairs
+
+
 def t_test_power(n: int, effect: float, alpha: float = ALPHA, paired: bool = True) -> float:
     """The power of a two-sided t-test at level `alpha` to detect a true difference of `effect` standard
     deviations: paired, n pairs (df n - 1, noncentrality effect * sqrt(n)); else Welch with n runs per group and
