@@ -3,7 +3,7 @@
 `resolve(recipe, profile, vocab_size=...)` turns a recipe, a profile and the data's vocabulary into the `RunConfig`
 a run records. `final` and `best` name the final recipe (chapter 07; what `make demo` trains).
 
-The EMA recipe's settings are the `EMA_*` constants below (chapter 05's sweep chooses them). A sweep tries other
+The EMA recipe's settings are the `EMA_*` constants below (chosen by a sweep on the earlier corpus: docs/log.md). A sweep tries other
 settings without editing code: `resolve(..., ema=EMAConfig(...))`, `frontier.study.experiments.run(..., ema=...)`, or
 `frontier train --ema-start/--ema-half-life/--ema-every/--ema-mix`. They change the EMA of a recipe that has one;
 a recipe without one refuses them (an EMA on another recipe is a recipe of its own: derive it here).
@@ -97,7 +97,7 @@ NGRAM_INSAMPLE = NGRAM.derive("ngram-insample", "the n-gram counts read in-sampl
 EMA = NGRAM.derive("ema", "an exponential moving average of the weights, its half-life a share of the run; "
                    "evaluated as 0.6 average + 0.4 live (the live weights and the average alone are scored too)",
                    ema=EMAConfig(EMA_START_FRAC, EMA_HALF_LIFE_FRAC, EMA_EVERY, EMA_MIX))
-# The n-gram tables chapter 06 chose (`frontier ngram-orders`, runs/cpu/bench/ngram-orders-*): check bits (no
+# The n-gram tables the n-gram model alone chose on the earlier corpus (`frontier ngram-orders`, runs/cpu/bench/ngram-orders-*): check bits (no
 # false hits), modified absolute discounting, 256 continuations per token and 8 per hashed context.
 NGRAM_TABLES_FEATURES = dict(ngram_check_bits=31, ngram_smoothing="absolute-modified", ngram_slots_short=256,
                              ngram_slots=8)

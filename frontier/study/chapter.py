@@ -110,8 +110,8 @@ class Chapter:
                 print(f"  {r.get('label') or r['recipe']} s{r['seed']}: {r.get('run_dir')}")
         for b in benches:
             print(f"bench record {b.get('path')}: code {report.short_code(b.get('code'))}, {b.get('created')}")
-        if self.log_lines:
-            print("\n".join(self.log_lines))
+        if self.log_lines:  # each line once: a run reused by several sections is said once
+            print("\n".join(dict.fromkeys(self.log_lines)))
 
 
 def setup(profile: str = "cpu", run_root: str | Path | None = None, figures_dir: str | Path | None = None,

@@ -39,18 +39,18 @@ ALPHA = 0.05  # `compare` (`frontier compare`): a difference is called better or
 KEEP_ALPHA = 0.01  # the rule for keeping a learning change is stricter: p < 0.01 ...
 POWER = 0.8
 
-# The project's rule for claims, measured in chapter 05 (shown by `frontier compare --help`).
+# How many seeds a claim needs, from the seeds' spread on the docstrings corpus (chapter 06 measures it; records
+# runs/cpu/docstrings/ngram and baseline, the ladder's 5 seeds each).
 NOISE_RULE = (
-    "How many seeds a claim needs here (chapter 05, cpu profile, recipe ngram; records in runs/cpu/ngram, "
-    "ngram-again1/2 and ema-start0.5-hl0.15): the seed-to-seed std of val_bpb is 0.0027, and the same seed at the "
-    "same budget varies by 0.0039 when the machine's speed changes from one time to another. For p < 0.05 with "
-    "power 0.8, a difference of 0.005 needs 6 seeds per group (Welch) and 0.002 needs 30. Compare runs trained "
-    "together; pair by seed (--paired) only those (between runs trained apart the per-seed differences had a std of "
-    "0.0049, larger than the seed spread); a gain measured inside one run (val_bpb_live against val_bpb_ema) is "
-    "sharper than any comparison between runs."
+    "How many seeds a claim needs here (cpu profile, docstrings corpus, the ladder's 5 seeds a recipe; chapter 06): "
+    "the seed-to-seed std of val_bpb is 0.0031 for ngram and 0.0149 for the baseline. For p < 0.05 with power 0.8 "
+    "and unpaired groups, a difference of 0.005 needs 8 seeds a group at ngram's spread and 141 at the baseline's. "
+    "Under the steps rule the same recipe, seed and budget train the same steps anywhere, so pairing by seed "
+    "(--paired) removes the seed's share of the spread; a gain measured inside one run (val_bpb_live against "
+    "val_bpb_ema) is sharper still."
 )
 
-# The one rule every rung, sweep and ablation is judged by (chapter 05 explains it; `judge` and `keep` apply it to a
+# The one rule every rung, sweep and ablation is judged by (chapter 06 explains it; `judge` and `keep` apply it to a
 # learning change, `judge_speed` to a speed change).
 RULE = (
     "A speed change (the same arithmetic: compile, kernels, the sparse update) is judged by a side-by-side bench "

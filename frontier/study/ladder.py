@@ -1,7 +1,7 @@
 """The ladder: the write-up's path from the baseline to its final model, one recipe per rung, with its noise.
 
 `LADDER` lists the rungs in the write-up's order of discovery where our recipes allow it (ours stack the EMA on
-the n-gram mix, since chapter 05 measured it there; the write-up added its EMA before its n-gram mix). A rung
+the n-gram mix, chapters 05 and 06 in that order; the write-up added its EMA before its n-gram mix). A rung
 without a recipe (the NKI kernels) changes how fast the same arithmetic runs on a NeuronCore, not what is
 trained; on a machine without one it has nothing to measure, and the table says so instead of repeating the
 rung below it.
@@ -80,8 +80,8 @@ LADDER: tuple[Rung, ...] = (
          why_none="the same arithmetic as the reference ops, faster only on a NeuronCore; without one there is "
                   "nothing to train differently (chapter 03 checks the kernels in the interpreter)"),
     Rung("embedding fix", "bigram", "the 2^k-row hashed bigram table, updated sparsely", "04"),
-    Rung("n-gram mix", "ngram", "an n-gram model counted from the train shards, mixed into the logits", "06"),
-    Rung("EMA", "ema", "an exponential moving average of the weights over the warm-down", "05"),
+    Rung("n-gram mix", "ngram", "an n-gram model counted from the train shards, mixed into the logits", "05"),
+    Rung("EMA", "ema", "an exponential moving average of the weights over the warm-down", "06"),
     Rung("final", "final", "the final recipe: `frontier.recipes.FINAL` (chapter 07)", "07"),
 )
 
