@@ -158,16 +158,20 @@ fig, axes = new_figure(10.5, 3.4, ncols=3)
 panels = [("seed 0 twice, 30 steps", twice, ["run a", "run b"])] + [
     (f"{name}, {len(recs)} seeds, {recs[0]['steps']} steps", recs, [f"s{r['seed']}" for r in recs])
     for name, recs in groups.items()]
-for ax, (title, recs, ticks) in zip(axes, panels):
+seed_range = max(r["val_bpb"] for r in groups["ngram"]) - min(r["val_bpb"] for r in groups["ngram"])
+for i, (ax, (title, recs, ticks)) in enumerate(zip(axes, panels)):
     val = [r["val_bpb"] for r in recs]
     ax.plot(range(len(val)), val, "o", color="C0")
     spread = max(val) - min(val)
-    if spread == 0:  # nothing to show but the one value: a window around it, labelled
-        ax.set_ylim(val[0] - 0.001, val[0] + 0.001)
+    if i == 0:  # the same seed twice: drawn at the scale of ngram's seeds, so a rounding does not fill the panel
+        middle, half = (max(val) + min(val)) / 2, 0.6 * max(seed_range, 1e-4)
+        ax.set_ylim(middle - half, middle + half)
+        title += " (at the\nscale of the ngram panel)"
     ax.ticklabel_format(axis="y", useOffset=False)
     ax.set_xticks(range(len(val)), ticks)
     ax.set_xlim(-0.5, len(val) - 0.5)
-    ax.set_title(f"{title}\nrange {spread:.4f}", fontsize=9)
+    ax.set_title(f"{title}\nrange {spread:.1e}" if spread and spread < 1e-4 else f"{title}\nrange {spread:.4f}",
+                 fontsize=9)
     ax.grid(alpha=0.3)
 axes[0].set_ylabel("val_bpb (each dot one run;\neach panel its own axis)")
 ch.figure(fig, "06_noise")
