@@ -108,7 +108,7 @@ stored = {r["rung"]: r for r in record["rows"] if "mean" in r}
 differ = [r["rung"] for r in rows if "mean" in r and (
     r["rung"] not in stored or r["values"] != stored[r["rung"]]["values"]
     or r.get("test_values") != stored[r["rung"]].get("test_values"))]
-print(f"ladder record {repo_path(record['path'])}: the table rebuilt from the runs "
+print(f"ladder record {ladder.repo_path(record['path'])}: the table rebuilt from the runs "
       + ("holds the same per-seed val and test bpb in every rung" if not differ else f"differs in {differ}"))
 
 final = get_recipe("final").name
