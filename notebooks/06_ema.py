@@ -256,9 +256,9 @@ if None not in test:
 
 # %% [markdown]
 # On validation the mix scores about 0.0005 worse than the live weights it is made from (p = 0.041 in the committed
-# runs, `runs/cpu/docstrings/ema-400steps/`): not better, and short of the rule's p < 0.01, so **not shown**. At
-# 400 steps the average starts at step 201 and trails the live weights by about 28 steps, while the loss is still
-# falling; an average that lags a falling loss scores the weights of an earlier, worse step.
+# runs, `runs/cpu/docstrings/ema-400steps/`): not better, and short of the rule's p < 0.01, so **not shown**. One
+# reading: at 400 steps the average starts at step 201 and trails the live weights by about 28 steps while the
+# loss is still falling, so it mixes in the weights of earlier, worse steps.
 
 # %% [markdown]
 # ## The average at equal budget
