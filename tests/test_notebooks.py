@@ -62,8 +62,11 @@ def test_every_committed_figure_is_drawn_by_a_chapter_or_a_readme_command():
     by_readme = set(re.findall(r"--figure (figures/\S+\.png)", readme))
     figures = sorted((NOTEBOOKS.parent / "figures").glob("*.png"))
     assert figures
-    stale = [f.name for f in figures
-             if f"{f.stem.rsplit('_', 1)[0]}_" not in sources and f"figures/{f.name}" not in by_readme]
+
+    def drawn(name):  # save_figure(fig, f"{figures}/NN_name_{profile}.png"), or ch.figure(fig, "NN_name")
+        return f"{name}_" in sources or f'ch.figure(fig, "{name}")' in sources
+
+    stale = [f.name for f in figures if not drawn(f.stem.rsplit("_", 1)[0]) and f"figures/{f.name}" not in by_readme]
     assert not stale, f"nothing draws {stale}: delete them (git rm) or draw them again"
     assert all((NOTEBOOKS.parent / f).exists() for f in by_readme), "a README command draws a figure not committed"
 
