@@ -206,7 +206,8 @@ spreads = {
     "paired_budget": (mean_std(e["val_bpb"] - g["val_bpb"] for e, g in zip(ema, ngram))[1], True),
     "paired_within": (mean_std(r["val_bpb_live"] - r["val_bpb"] for r in at_steps)[1], True),
 }
-print("the spreads: " + "; ".join(f"{k} sd {sd:.5f}" for k, (sd, _) in spreads.items()))
+print("seed-to-seed std: `ngram` {:.5f}, `baseline` {:.5f}; std of the per-seed differences: `ema` - `ngram` {:.5f}, "
+      "live - mix {:.5f}".format(*(sd for sd, _ in spreads.values())))
 need = [{"delta": d, **{k: repeats_needed(d, sd, alpha=KEEP_ALPHA, paired=paired) if sd == sd and sd > 0 else None
                         for k, (sd, paired) in spreads.items()}} for d in (0.01, 0.005, 0.002, 0.0005)]
 display(Markdown(markdown_table(need, {
