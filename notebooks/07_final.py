@@ -1,7 +1,7 @@
 # ---
 # jupyter:
 #   jupytext:
-#     cell_metadata_filter: tags,-all
+#     cell_metadata_filter: tags,jupyter,-all
 #     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
@@ -14,342 +14,493 @@
 # ---
 
 # %% [markdown]
-# # Chapter 7: the final model, and where the gains came from
+# # Chapter 7: the final recipe, and where the gains came from
 #
-# The write-up ends with its final model (14 layers x 512, gated attention, the 2^19-row hashed bigram table, NKI
-# kernels, Muon + AdamW, an EMA of the weights and the n-gram mix up to order 16: **0.959** bits per byte from the
-# baseline's **1.259** in 30 charged minutes on one Trn2 chip, their numbers). This chapter is our record of the
-# same climb: the final recipe's card, the ladder trained interleaved in one sitting, a leave-one-out ablation
-# judged at equal steps and at equal budget, the validation split's own uncertainty, a second corpus, and the
-# classical compressors. The box below is computed from the records when the chapter runs.
+# The write-up ends at 0.959 bits per byte from the baseline's 1.259 (theirs, one Trn2 chip, 1,800 s). This chapter
+# asks what the recipe the rule built scores here, on validation and on the held-out test split; which of its parts
+# carry the gain, at equal steps and at equal budget; how much the test split's own documents leave uncertain;
+# whether the numbers come back when the runs are trained again on another machine; and where the classical
+# compressors stand on the same text.
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
-from pathlib import Path
+from frontier.study.chapter import setup
 
-from IPython.display import Markdown, display
-
-from frontier import recipes, records
-from frontier.data.dataset import profile_dataset
-from frontier.devices import select_device
-from frontier.figures import new_figure, save_figure
-from frontier.profiles import get_profile
-from frontier.recipes import get_recipe, resolve
-from frontier.study import ablation, card, ladder, report
-from frontier.study import experiments as ex
-from frontier.study.bootstrap import bootstrap_bpb, paired_bootstrap_bpb
-from frontier.study.compare import RULE, compare
-from frontier.study.compressors import compressor_bpb
-from frontier.study.sweep import format_sweep, newest_sweep
-from frontier.train.trainer import build_model, evaluate_run
-
-P = get_profile(profile)
-figures = Path(figures_dir)
-data = profile_dataset(P)
-log_lines = []  # what the experiments say about reusing or training each run: printed in the appendix
-log = log_lines.append
-FINAL = get_recipe("final").name
-print(ex.code_banner())
-
-# %%
-# Everything the chapter quotes, read or measured once here. The ladder: every rung for the profile's seeds at its
-# budget (reused where this code reproduces the sitting's records, trained otherwise). The leave-one-out ablation of
-# the final recipe at equal steps (trained or reused here) and the equal-budget sweep of the same parts (read: a
-# budgeted comparison is only trained in one sitting, runs/PROFILE/sittings/). The final recipe against the
-# baseline on a second corpus at the same steps.
-STEPS = ablation.EQUAL_STEPS.get(P.name)
-results = ladder.run_ladder(P, P.seeds, root=run_root, log=log)
-at_steps = ablation.run_ablation("final", P, seeds=range(P.seeds), steps=STEPS, root=run_root, log=log)
-at_budget = newest_sweep(run_root, P.name, "ablation-final-budget")
-removing = {r["name"].split(" (")[0]: r["name"] for r in at_steps["rows"]}  # "- n-gram mix" -> its row's name
-equal_steps = {"bigram": ladder.EqualSteps(at_steps, removing["- bigram table"], removes=True),
-               "ngram": ladder.EqualSteps(at_steps, removing["- n-gram mix"], removes=True),
-               "ema": ladder.WITHIN_RUNS}
-rows = ladder.ladder_rows(results, equal_steps=equal_steps)
-parts = ablation.part_rows(at_steps, at_budget)
-stdlib = ablation.run_ablation("final", P, seeds=range(P.seeds), steps=STEPS, removes=["all"],
-                               corpus="stdlib-source", root=run_root, log=log)
-by = {r["rung"]: r for r in rows if "mean" in r}
-base, final = by["baseline"], by["final"]
-vs_base = next(p for p in parts if p["part"] == "everything")
-std_gain = -stdlib["rows"][1]["gain"]
-display(Markdown(report.finding_box(
-    "the final model",
-    f"baseline **{ladder.WRITEUP_TRN2['baseline']}** -> final **{ladder.WRITEUP_TRN2['final']}** bpb (a gain of "
-    f"{ladder.WRITEUP_TRN2['baseline'] - ladder.WRITEUP_TRN2['final']:.3f}; the n-gram mix about "
-    f"{ladder.WRITEUP_TRN2['ngram_gain']} of it)",
-    f"`final` = `{FINAL}`: {ladder.bpb_cell(final)} against the baseline's {ladder.bpb_cell(base)} in "
-    f"{P.budget_s:g} reference seconds, a gain of **{final['total']:.4f}**; at equal steps ({vs_base['steps']}) "
-    f"{vs_base['gain at equal steps']:+.4f} (p = {vs_base['p (steps)']:.3f}); on the stdlib-source corpus at the "
-    f"same steps {std_gain:+.4f} (p = {stdlib['rows'][1]['p']:.3f})",
-    "; ".join(f"{p['part']} {'kept' if p['kept'] else 'dropped' if p['kept'] is False else 'undecided'}"
-              for p in parts if p["part"] != "everything")
-    + " (leave-one-out: each part's gain at equal steps, then at equal budget)",
-)))
+ch = setup(profile, run_root, figures_dir, data)
+box = ch.box()
 
 # %% [markdown]
-# ## The final recipe and its record card
+# ## The record card
 #
-# A recipe in `frontier/recipes.py` is its parent plus one change, so the final recipe is a path from the
-# baseline. `final` and `best` name it (what `make demo` trains). The table sets it beside the write-up's model;
-# the record card of its seed-0 run below gives every setting, the parameters, the tokens it read, its speed, the
-# command that reproduces it and its log (`frontier card RUN_DIR` prints the same).
+# `final` names the recipe the ladder's rule built (`frontier.recipes.FINAL`): `ngram`, the n-gram mix on the
+# hashed bigram table, compiled. A run's record card (`frontier.study.card`; `frontier card RUN_DIR` prints all of
+# it) gathers what a reader needs to check one run. Here its seed 0: the score on both held-out splits with the
+# steps and epochs behind it, the one command that trains it again (checked by resolving its flags back to the
+# recorded config), and what the scored model holds, in bytes.
 
 # %%
-path, r = [], get_recipe("final")
-while r is not None:
-    path.append(r)
-    r = recipes.RECIPES.get(r.parent) if r.parent else None
-for r in reversed(path):
-    print(f"{r.name:10s} {r.summary}")
-cfg = resolve("final", P)
-model = build_model(cfg)
-m, n = cfg.model, cfg.model.ngram
-display(Markdown(report.markdown_table([
-    {"part": "blocks", "final here": f"{m.n_layer} x {m.n_embd}, {m.n_head} heads of {m.n_embd // m.n_head}",
-     "write-up (Trn2)": "14 x 512"},
-    {"part": "attention", "final here": f"RoPE, QK-norm, gated: {m.attn_gate}", "write-up (Trn2)": "RoPE, gated"},
-    {"part": "hashed bigram table", "final here": f"{m.bigram.rows:,} rows, sparse update",
-     "write-up (Trn2)": f"{2**19:,} rows"},
-    {"part": "n-gram mix", "final here": f"contexts up to {n.max_order} tokens, 2^{n.buckets_log2} buckets per length, "
-     f"counted from the train shards, {n.folds} folds", "write-up (Trn2)": "up to order 16"},
-    {"part": "optimisers", "final here": "Muon (block matrices) + AdamW (the rest)", "write-up (Trn2)": "Muon + AdamW"},
-    {"part": "weight average", "final here": (f"EMA from {cfg.train.ema.start_frac:g} of the run, half-life "
-     f"{cfg.train.ema.half_life_frac:g} of the run, scored as {cfg.train.ema.mix:g} average + "
-     f"{1 - cfg.train.ema.mix:g} live" if cfg.train.ema else "none"), "write-up (Trn2)": "EMA"},
-    {"part": "kernels", "final here": f"{cfg.train.kernels} ops (NKI kernels on a NeuronCore)",
-     "write-up (Trn2)": "NKI kernels"},
-    {"part": "parameters", "final here": f"{model.num_params():,}", "write-up (Trn2)": "-"},
-    {"part": "charged budget", "final here": f"{cfg.train.budget_s:g} s on the {cfg.train.clock} clock",
-     "write-up (Trn2)": "1,800 s on one Trn2"},
-], ["part", "final here", "write-up (Trn2)"])))
-display(Markdown(card.record_card(results[FINAL][0])))
+from frontier import recipes
+from frontier.records import epochs_read
+from frontier.study import card
+from frontier.study.ladder import repo_path
+from frontier.study.report import markdown_table
+from IPython.display import Markdown, display
+
+rec = ch.run("final", 0)
+print(f"final = `{recipes.FINAL}`, seed 0: {repo_path(rec['run_dir'])}")
+test = f", test_bpb {rec['test_bpb']:.4f}" if rec.get("test_bpb") is not None else " (this data has no test split)"
+print(f"val_bpb {rec['val_bpb']:.4f}{test}; {rec['steps']:,} steps, {epochs_read(rec):.2f} epoch of the training "
+      f"split ({rec['tokens']:,} tokens read)")
+again = card.reproduce(rec)
+print("reproduce: " + " ".join(again.argv))
+print("the flags resolve to the recorded config: " + ("field for field" if not again.differs else
+                                                       "NOT exactly: " + "; ".join(again.differs)))
+size = card.artifact_bytes(rec)
+params = card.parameter_parts(rec)
+display(Markdown(markdown_table(
+    [{"part": k, "bytes": v, "mib": v / 2**20} for k, v in size.items()]
+    + [{"part": "total", "bytes": sum(size.values()), "mib": sum(size.values()) / 2**20}],
+    {"part": "what the scored model holds", "bytes": "bytes", "mib": "MiB"}, {"mib": ".1f"})))
+print("trained parameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()))
+
+# %% [markdown]
+# The n-gram tables are counts, not trained weights, and they are most of the artifact; the bigram table is most
+# of the trained parameters. The network itself is small: the cpu profile's 3 blocks of width 192.
 
 # %% [markdown]
 # ## The ladder
 #
-# Every rung is one recipe, trained for seeds 0..n-1 at the profile's budget by `frontier.study.ladder.run_ladder`,
-# the seeds interleaved across rungs in one sitting on an otherwise idle machine so that the machine's speed that
-# day touches every rung alike (`runs/cpu/sittings/`: the driver and its log). A rung is judged by the project's
-# rule, shown here from the package:
+# Each rung is one recipe, five seeds at the profile's budget (180 reference seconds bought as steps before the
+# run); the ladder record is rebuilt here from the same runs, with the gains at equal steps from the 400-step
+# leave-one-out, as `frontier ladder ... --equal-steps ...` in the README does. A speed rung (torch.compile) is
+# judged by the steps it buys; a learning rung by the rule (`frontier.study.compare.RULE`: at equal steps first,
+# paired by seed, then at equal budget; kept only at p < 0.01 over at least 5 seeds). The NKI kernels rung changes
+# nothing a CPU can train (chapter 03). `final` is the n-gram mix rung, so it is shown once.
 
 # %%
-display(Markdown("> " + RULE.replace("\n", "\n> ")))
+from frontier.figures import new_figure
+from frontier.recipes import get_recipe
+from frontier.study import ablation, ladder
+from frontier.study.report import markdown_table
+from frontier.study.sweep import newest_sweep
+from IPython.display import Markdown, display
+
+P = ch.profile
+n = 5 if P.name == "cpu" else P.seeds
+steps = 400 if P.name == "cpu" else 10
+sweep = ablation.sweep_name("ema", steps, P.corpus)
+if newest_sweep(ch.root, P.name, sweep) is None:  # the leave-one-out at equal steps (committed at cpu)
+    ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root,
+                          removes=["bigram", "ngram", "average", "all"], log=ch.log)
+equal_steps = ladder.parse_equal_steps([f"bigram={sweep}:- bigram table:removes", f"ngram={sweep}:- n-gram mix:removes",
+                                        f"ema={sweep}:- weight average (its live weights):removes"], ch.root, P.name)
+rows = ladder.ladder_rows(ladder.run_ladder(P, n, root=ch.root, log=ch.log), equal_steps=equal_steps)
+record = ladder.latest_ladder_record(P.name, root=ch.root)
+if record is None:  # none for this profile and corpus yet: keep this one
+    ladder.write_ladder_record(rows, P.name, P.corpus, root=ch.root)
+    record = ladder.latest_ladder_record(P.name, root=ch.root)
+stored = {r["rung"]: r for r in record["rows"] if "mean" in r}
+differ = [r["rung"] for r in rows if "mean" in r and (
+    r["rung"] not in stored or r["values"] != stored[r["rung"]]["values"]
+    or r.get("test_values") != stored[r["rung"]].get("test_values"))]
+print(f"ladder record {ladder.repo_path(record['path'])}: the table rebuilt from the runs "
+      + ("holds the same per-seed val and test bpb in every rung" if not differ else f"differs in {differ}"))
+
+final = get_recipe("final").name
+twin = any(r["rung"] != "final" and r.get("recipe") == final for r in rows)  # final is another rung's recipe
+shown = [r for r in rows if not (twin and r["rung"] == "final")]
+
+
+def rung(r):
+    return f"{r['rung']} (= final)" if twin and r.get("recipe") == final and r["rung"] != "final" else r["rung"]
+
+
+display(Markdown(markdown_table([{**ladder.display_row(r), "rung": rung(r)} for r in shown], {
+    "rung": "rung", "recipe": "recipe", "bpb": "val_bpb (mean ± std, seeds, steps)",
+    "test": "test_bpb (mean ± std; gain over the rung below, paired)", "regime": "epochs read; val - train loss",
+    "equal_steps": "gain at equal steps (paired by seed)", "budget": "gain at equal budget (paired by seed)",
+    "verdict": "verdict (the rule)"})))
+
+measured = [r for r in shown if "mean" in r]
+panels = [("val_bpb", "values", "validation")] + (
+    [("test_bpb", "test_values", "test (reported, chooses nothing)")] if all(r.get("test_values") for r in measured)
+    else [])
+fig, axes = new_figure(6.0 * len(panels), 4.2, ncols=len(panels))
+axes = axes if len(panels) > 1 else [axes]
+for ax, (score, key, what) in zip(axes, panels):
+    xs = range(len(measured))
+    means = [sum(r[key]) / len(r[key]) for r in measured]
+    stds = [r["std"] if key == "values" else r["test_std"] for r in measured]
+    ax.errorbar(xs, means, yerr=stds, fmt="o-", color="C0" if key == "values" else "C1", capsize=4,
+                label="mean ± std over seeds")
+    for x, r in zip(xs, measured):
+        ax.scatter([x] * len(r[key]), r[key], s=10, color="0.4", alpha=0.6)
+    ax.set_xticks(list(xs), [f"{rung(r)}\n{ladder.steps_span(r['steps_each'])}, "
+                             f"{min(r['epochs_each']):.2f} ep" if r.get("epochs_each") else
+                             f"{rung(r)}\n{ladder.steps_span(r['steps_each'])}" for r in measured],
+                  rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(f"{score} (lower is better)")
+    ax.set_title(f"{what}: {P.name} profile, {P.corpus} corpus,\n{measured[0]['n']} seeds a rung", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+ch.figure(fig, "07_ladder")
 
 # %% [markdown]
-# A speed rung (torch.compile) is judged by its tokens/s and the steps it buys; a learning rung by its gain over
-# the rung below it is built on, paired by seed, at equal steps and at equal budget. The equal-steps gains of the
-# bigram table and the n-gram mix come from the leave-one-out ablation below (each part taken out of the final
-# recipe at the same step count); the weight average's from inside its own runs (the live weights are the parent's
-# trajectory at the same step). The NKI kernels rung changes nothing a CPU can measure (chapter 03).
-
-# %%
-display(Markdown(ladder.format_ladder(rows)))
-ladder_path = ladder.write_ladder_record(rows, P.name, "embedded", root=run_root)
-fig = ladder.ladder_figure(rows, title=f"{P.name}: the ladder on the embedded corpus ({P.seeds} seeds per rung)")
-save_figure(fig, figures / f"07_ladder_{P.name}.png")
-fig
+# In the committed record (`runs/cpu/ladder/docstrings-20261204-144642.json`) every rung reads about a fifth of an
+# epoch, and validation lies 0.02 nats a token above training for the network alone but 0.25 for the rungs with the
+# n-gram mix: the tables have counted the training text, and that gap is what they know of it. On test the n-gram
+# mix's gain over `bigram` at equal budget shrinks from +0.0518 to +0.0299 (p = 0.029).
 
 # %% [markdown]
-# ## Leave-one-out: each part of the final recipe removed in turn
+# ## Leave-one-out
 #
-# `frontier ablate --recipe final --steps N` trains the final recipe and the recipe without each of its learning
-# changes (the bigram table, the n-gram mix, the weight average) and without all of them (the baseline), for the
-# same seeds and the same number of steps: a step-limited run is nearly deterministic, so the pairs differ by the
-# change alone. The equal-budget stage is the sitting's sweep of the same parts, trained interleaved on one machine.
+# `frontier.study.ablation.run_ablation` trains (or reuses) `ema` and `ema` without each part, for the same seeds
+# and 400 steps: a step-limited run is nearly deterministic, so each pair differs by the part alone. `ema` is the
+# base because its runs also measure the average (their live weights, at the same step, are the run without it).
+# Without everything it is the baseline at 400 steps. The equal-budget stage is the ladder's pairs: each part's
+# rung over the rung it is built on, at the steps the budget buys each.
 
 # %%
+from frontier.figures import new_figure
+from frontier.study import ablation
+from frontier.study.compare import Group, keep, paired_test
+from frontier.study.report import markdown_table
+from frontier.study.sweep import format_sweep
+from IPython.display import Markdown, display
+
+P = ch.profile
+n = 5 if P.name == "cpu" else P.seeds
+steps = 400 if P.name == "cpu" else 10
+at_steps = ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root,
+                                 removes=["bigram", "ngram", "average", "all"], log=ch.log)
 print(format_sweep(at_steps))
-if at_budget is not None:
-    print()
-    print(format_sweep(at_budget))
-display(Markdown(report.markdown_table(parts, ["part", "gain at equal steps", "p (steps)", "steps",
-                                               "gain at equal budget", "p (budget)", "budget steps (part removed)",
-                                               "why"],
-                                       {"gain at equal steps": "+.4f", "p (steps)": ".3f",
-                                        "gain at equal budget": "+.4f", "p (budget)": ".3f"})))
-fig, ax = new_figure(6.4, 3.2)
+
+
+def group(name, recs, score="val_bpb"):
+    return Group(name, tuple(r[score] for r in recs), (), tuple(r["seed"] for r in recs))
+
+
+pairs = {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"), "weight average": ("ngram", "ema"),
+         "everything": ("baseline", "ema")}
+runs = {r: ch.seeds(r, n) for r in ("baseline", "compile", "bigram", "ngram", "ema")}
+parts = []
+for row in at_steps["rows"][1:]:
+    part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
+    gain, p, seeds = ablation.part_gain(row)
+    below, above = pairs[part]
+    d = paired_test(group(below, runs[below]), group(above, runs[above]))
+    has_test = all(r.get("test_bpb") is not None for r in runs[below] + runs[above])
+    t = paired_test(group(below, runs[below], "test_bpb"), group(above, runs[above], "test_bpb")) if has_test else None
+    verdict = "" if part == "everything" else {True: "kept", False: "dropped", None: "not shown"}[
+        keep((gain, p, seeds), (-d.delta, d.p, d.pairs))[0]]
+    parts.append({"part": part, "steps_gain": gain, "steps_sd": row.get("diff_std"), "steps_p": p,
+                  "steps_test": None if row.get("test_gain") is None else -row["test_gain"],
+                  "budget_gain": -d.delta, "budget_sd": d.diff_std, "budget_p": d.p,
+                  "budget_test": None if t is None else -t.delta,
+                  "budget_steps": f"`{above}` {runs[above][0]['steps']} vs `{below}` {runs[below][0]['steps']}",
+                  "verdict": verdict})
+display(Markdown(markdown_table(parts, {
+    "part": "part removed", "steps_gain": f"gain at {steps} steps (val)", "steps_p": "p", "steps_test": "(test)",
+    "budget_gain": "gain at equal budget (val)", "budget_p": "p", "budget_test": "(test)",
+    "budget_steps": "steps at the budget", "verdict": "verdict (the rule)"},
+    {"steps_p": ".3f", "budget_p": ".3f"})))
+
 shown = [p for p in parts if p["part"] != "everything"]
+fig, ax = new_figure(7.0, 3.2)
 ys = range(len(shown))
-ax.barh([y + 0.2 for y in ys], [p["gain at equal steps"] for p in shown], height=0.4, color="C0",
-        label=f"equal steps ({shown[0]['steps']})")
-ax.barh([y - 0.2 for y in ys], [p["gain at equal budget"] or 0 for p in shown], height=0.4, color="C1",
-        label=f"equal budget ({P.budget_s:g} reference s)")
+ax.barh([y + 0.2 for y in ys], [p["steps_gain"] for p in shown], height=0.4, color="C0",
+        xerr=[p["steps_sd"] or 0 for p in shown], capsize=3, label=f"equal steps ({steps})")
+ax.barh([y - 0.2 for y in ys], [p["budget_gain"] for p in shown], height=0.4, color="C1",
+        xerr=[p["budget_sd"] or 0 for p in shown], capsize=3, label=f"equal budget ({P.budget_s:g} reference s)")
 ax.set_yticks(list(ys), [p["part"] for p in shown])
 ax.axvline(0, color="0.3", lw=0.8)
-ax.set_xlabel("val_bpb lost without the part\n(positive: the part helps; mean over paired seeds)")
-ax.set_title(f"{P.name}: leave-one-out of `{FINAL}` ({len(at_steps['seeds'])} seeds, paired)", fontsize=9)
+ax.set_xlabel("val_bpb the part is worth (positive: it helps;\nmean over paired seeds, ± std of the differences)")
+ax.set_title(f"{P.name}: each part of `ema` removed ({n} seeds, paired)", fontsize=9)
 ax.legend(fontsize=7)
-save_figure(fig, figures / f"07_ablation_{P.name}.png")
-fig
-
-# %%
-display(Markdown(" ".join(
-    f"Without the {p['part']} the final recipe loses {p['gain at equal steps']:+.4f} at equal steps "
-    f"(p = {p['p (steps)']:.3f})"
-    + (f" and {p['gain at equal budget']:+.4f} at equal budget (p = {p['p (budget)']:.3f})"
-       if p["gain at equal budget"] is not None else " (not measured at equal budget)")
-    + f": {'kept' if p['kept'] else 'dropped' if p['kept'] is False else 'undecided'}." for p in shown)
-    + f" All of them together are worth {vs_base['gain at equal steps']:+.4f} at {vs_base['steps']} steps "
-    f"(p = {vs_base['p (steps)']:.3f})."))
+ch.figure(fig, "07_ablation")
 
 # %% [markdown]
-# ## What the validation split leaves uncertain
-#
-# The embedded corpus's validation split is small; another set of documents of the same kind would give other
-# numbers. A bootstrap over its documents (`frontier.study.bootstrap`: each document whole, drawn with replacement)
-# shows how much the final run's val_bpb and its gain over the baseline depend on which documents happen to be in it.
-# It says nothing about training noise (the seeds above); it treats the documents as independent draws.
-
-# %%
-f0, b0 = results[FINAL][0], results["baseline"][0]
-one = bootstrap_bpb(f0)
-diff = paired_bootstrap_bpb(b0, f0)
-display(Markdown(
-    f"The final run (seed 0, {f0['steps']} steps) scores {one['bpb']:.4f} on the {one['documents']} validation "
-    f"documents; {one['level']:.0%} of {one['resamples']:,} draws of documents fall in {one['low']:.4f} to "
-    f"{one['high']:.4f}. Its gain over the baseline's seed 0 ({b0['steps']} steps) is {diff['difference']:.4f}, and "
-    f"{diff['level']:.0%} of the same draws, taken for both runs at once, fall in {diff['low']:.4f} to "
-    f"{diff['high']:.4f}: the documents move the level of both runs far more than the difference between them."))
+# In the committed runs the n-gram mix is worth +0.1008 at 400 steps (p < 0.0001; +0.0809 on test) and the bigram
+# table +0.0431 (p < 0.0001; +0.0445 on test): both kept, and both better at equal budget too (+0.0518, p = 0.005;
+# +0.0377, p = 0.001). The weight average is worth -0.0005 at equal steps and -0.0021 at equal budget: not shown.
 
 # %% [markdown]
-# ## A second corpus: the standard library's source code
+# ## What the test split leaves uncertain
 #
-# `frontier prepare --corpus stdlib-source` builds a corpus every Python installation carries and that differs in
-# kind from the embedded prose: the standard library's own modules (code, comments, docstrings), with a tokenizer
-# trained on it at the same vocabulary. The final recipe and the baseline at the same steps and seeds show whether
-# the gain is about text or about this text.
+# The seeds above measure training noise. The test split's 131 documents are one draw of documents of this kind;
+# another draw would give other numbers. A bootstrap over the documents (`frontier.study.bootstrap`: each document
+# whole, with its bits and bytes from the record's `test_by_document`, drawn with replacement) shows how much the
+# final's score and its gain over the baseline depend on which documents happen to be in the split. The gain is
+# resampled for both runs at once, so each document's own difficulty cancels.
 
 # %%
-data2 = profile_dataset(P, corpus_name="stdlib-source")
-for name, d in (("embedded", data), ("stdlib-source", data2)):
-    print(f"{name}: {d.manifest['train']['documents']:,} train documents, {d.manifest['train']['tokens']:,} train "
-          f"tokens; {d.manifest['val']['documents']:,} validation documents, {d.val_bytes:,} bytes "
-          f"({d.val_bytes / d.manifest['val']['tokens']:.2f} bytes per token)")
-print(format_sweep(stdlib))
+import numpy as np
+
+from frontier.study.bootstrap import bootstrap_bpb, paired_bootstrap_bpb
+
+final, base = ch.run("final", 0), ch.run("baseline", 0)
+split = "test" if final.get("test_by_document") and base.get("test_by_document") else "val"
+if split == "val":
+    print("this data has no test split: the validation documents instead")
+docs_f, docs_b = final[f"{split}_by_document"], base[f"{split}_by_document"]
+one = bootstrap_bpb(docs_f)
+diff = paired_bootstrap_bpb(docs_b, docs_f)
+print(f"final, seed 0 ({final['steps']} steps): {split}_bpb {one['bpb']:.4f} on {one['documents']} documents; "
+      f"{one['level']:.0%} of {one['resamples']:,} draws in [{one['low']:.4f}, {one['high']:.4f}]")
+print(f"its gain over the baseline's seed 0 ({base['steps']} steps): {diff['difference']:.4f}; {diff['level']:.0%} "
+      f"of the same draws in [{diff['low']:.4f}, {diff['high']:.4f}]")
+per_doc = np.array(docs_b["bits"]) / np.array(docs_b["bytes"]) - np.array(docs_f["bits"]) / np.array(docs_f["bytes"])
+print(f"document by document the final is better on {int((per_doc > 0).sum())} of {len(per_doc)} "
+      f"(per-document gains from {per_doc.min():+.3f} to {per_doc.max():+.3f})")
 
 # %% [markdown]
-# ## The compressors
+# In the committed runs (seed 0 of each) the final's test score has a 95% interval from 1.638 to 1.749 and its gain
+# over the baseline one from 0.084 to 0.144: the documents move both runs' levels together, so the gain is surer
+# than either level. It stays far from zero, and 0.20 lies outside it.
+
+# %% [markdown]
+# ## Reproduced on another machine
 #
-# Chapter 01's classical compressors, each given the end of the training text as context and charged for the
-# validation text alone, beside the final recipe. The network never sees the validation text; PPMd and xz learn
-# from every byte they encode. **Adaptive evaluation** (`frontier eval --adaptive`) lets the final model's n-gram
-# tables count each validation window after scoring it, as a compressor does: a comparison on equal terms, never
-# the competition's score. It needs the run's checkpoint, which is not committed: where this checkout has none,
-# the row says so.
+# `frontier retrain RUN_DIR --out DIR` trains a recorded run again, whole, from its config and seed, and writes
+# both sides (steps, val and test bpb, the machines) to a bench record of kind `retrain`. Under the steps rule the
+# budget buys the same steps on any machine, so the steps must agree; the scores may differ only by how another CPU
+# or thread count rounds.
 
 # %%
-device = select_device("cpu")
-adaptive_batch = 1 if P.name != "smoke" else P.eval_batch_size  # window by window; smoke only checks it runs
-comp_rows = []
-for corpus, d, sweep in (("embedded", data, at_steps), ("stdlib-source", data2, stdlib)):
-    comp_rows += [{"corpus": corpus, "model": c["compressor"], "val_bpb": c["val_bpb"], "steps": ""}
-                  for c in compressor_bpb(d)]
-    for row in (sweep["rows"][0], next(r for r in sweep["rows"] if r["recipe"] == "baseline")):
-        vals = [x["val_bpb"] for x in row["runs"].values()]
-        comp_rows.append({"corpus": corpus, "model": f"{row['recipe']} (mean of {len(vals)} seeds)",
-                          "val_bpb": report.mean_std(vals)[0], "std": report.mean_std(vals)[1],
-                          "steps": sweep["steps"]})
-    run0 = Path(sweep["rows"][0]["runs"]["0"]["run_dir"])
-    if (run0 / "checkpoint.pt").is_file():
-        adaptive = evaluate_run(run0, d, device, log=log, adaptive=True, adaptive_batch=adaptive_batch)
-        comp_rows.append({"corpus": corpus, "model": f"{FINAL}, adaptive (counts what it has scored), seed 0",
-                          "val_bpb": adaptive["val_bpb_adaptive"], "steps": sweep["steps"]})
-    else:
-        log(f"{corpus}: no checkpoint in {run0}: the adaptive row is not measured in this checkout")
-display(Markdown(report.markdown_table(comp_rows, ["corpus", "model", "val_bpb", "steps"])))
-fig, axes = new_figure(10.0, 4.2, ncols=2)
-for ax, corpus in zip(axes, ("embedded", "stdlib-source")):
-    rs = sorted((r for r in comp_rows if r["corpus"] == corpus), key=lambda r: r["val_bpb"])
-    ax.barh(range(len(rs)), [r["val_bpb"] for r in rs], xerr=[r.get("std", float("nan")) for r in rs], capsize=3,
-            color=["C2" if r["model"].startswith(FINAL) else "C0" if r["model"].startswith("baseline") else "0.6"
-                   for r in rs])
-    ax.set_yticks(range(len(rs)), [r["model"] for r in rs], fontsize=7)
-    ax.invert_yaxis()
-    ax.set_xlabel("val_bpb")
-    ax.set_title(corpus, fontsize=9)
-fig.suptitle(f"{P.name}: compressors and networks ({STEPS} steps, bars ± std of seeds)", fontsize=9)
-save_figure(fig, figures / f"07_compressors_{P.name}.png")
-fig
+from frontier.study.bench_records import load_bench_record
+from frontier.study.ladder import repo_path
+from frontier.study.report import markdown_table
+from IPython.display import Markdown, display
+
+folder = ch.root / "bench" / ch.profile.name
+found = [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
+if not found:
+    print(f"no retrain records in {repo_path(folder)}: none exist yet")
+else:
+    rows = []
+    for r in found:
+        a, b = r["record_side"], r["here"]
+        for side, s in (("record", a), ("trained again", b)):
+            hw = s.get("hardware") or {}
+            rows.append({"run": repo_path(r["record"]), "side": side, "steps": s["steps"], "val": s.get("val_bpb"),
+                         "test": s.get("test_bpb"),
+                         "machine": f"{hw.get('cpu')}, {hw.get('torch_threads')} thread(s)"})
+        rows.append({"run": "", "side": "difference", "steps": "same" if r["same_steps"] else "DIFFER",
+                     "val": r["differences"].get("val_bpb"), "test": r["differences"].get("test_bpb")})
+    display(Markdown(markdown_table(rows, {"run": "run", "side": "", "steps": "steps", "val": "val_bpb",
+                                           "test": "test_bpb", "machine": "machine"},
+                                    {"val": ".6f", "test": ".6f"})))
+    print("records: " + ", ".join(repo_path(r["path"]) for r in found))
 
 # %% [markdown]
 # ## What did not help
 #
-# The changes the final recipe does not take, each judged by the rule against runs of its own sitting: the
-# model's size and the few-hundred-step tuning (sweeps at equal budget, read here), gated attention (three paired
-# seeds under an earlier code and the wall clock, read from its records: it has not been trained again), and in
-# their own chapters the compiled optimiser step (02), the dense bigram update (04), the streamed n-gram counting,
-# better tables and per-context mixing (06).
+# Gated attention (`gate`: a per-head gate on the attention output, on top of `ema`) was measured at 400 steps
+# against `ema`, paired by seed; the weight average is chapter 06's (not shown: it left the final recipe).
 
 # %%
-wash = []
-for name in ("budget-size", "budget-tuning-3x192"):
-    sw = newest_sweep(run_root, P.name, name)
-    if sw is None:
-        continue
-    for row in sw["rows"][1:]:
-        steps = sorted(x["steps"] for x in row["runs"].values())
-        wash.append({"change": f"{row['name']} (sweep {name})", "gain": row["gain"], "p": row["p"],
-                     "steps": f"{steps[0]}-{steps[-1]}", "verdict": row["verdict"]})
-gate_dirs = [Path(run_root) / P.name / "gate" / f"s{s}" for s in range(P.seeds)]
-ema_dirs = [Path(run_root) / P.name / "ema" / f"s{s}" for s in range(P.seeds)]
-if all((d / "result.json").is_file() for d in gate_dirs + ema_dirs):
-    g_gate, d_gate = compare([str(d) for d in ema_dirs + gate_dirs], paired=True)
-    gate_steps = sorted(g["steps"] for g in [records.load_record(d) for d in gate_dirs])
-    wash.append({"change": f"gated attention on ema (code {report.short_code(records.load_record(gate_dirs[0])['code'])}, "
-                           "wall clock)", "gain": -d_gate[0].delta, "p": d_gate[0].p,
-                 "steps": f"{gate_steps[0]}-{gate_steps[-1]}", "verdict": d_gate[0].verdict})
-display(Markdown(report.markdown_table(wash, {"change": "change", "gain": "gain (positive is better)", "steps": "steps",
-                                              "p": "p (paired)", "verdict": "verdict"}, {"gain": "+.4f", "p": ".3f"})
-                 if wash else "no sweep records of this profile"))
+from frontier.study.compare import Group, judge, keep, paired_test
+from frontier.study.report import markdown_table
+from IPython.display import Markdown, display
+
+n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+steps = 400 if ch.profile.name == "cpu" else 10
+gate = [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
+ema = [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
+
+
+def group(name, recs, score="val_bpb"):
+    return Group(name, tuple(r[score] for r in recs), (), tuple(r["seed"] for r in recs))
+
+
+g = paired_test(group("ema", ema), group("gate", gate))
+t = (paired_test(group("ema", ema, "test_bpb"), group("gate", gate, "test_bpb"))
+     if all(r.get("test_bpb") is not None for r in ema + gate) else None)
+a = paired_test(group("live", ema, "val_bpb_live"), group("mix", ema))
+rows = [{"change": "gated attention, added to `ema`", "gain": -g.delta, "p": g.p,
+         "test": None if t is None else -t.delta,
+         "verdict": {True: "kept", False: "dropped", None: "not shown"}[keep((-g.delta, g.p, n), None)[0]]
+         + f": {judge(-g.delta, g.p, n)}"},
+        {"change": "the weight average (chapter 06), its mix against its live weights", "gain": -a.delta, "p": a.p,
+         "test": None, "verdict": f"not shown: {judge(-a.delta, a.p, n)}"}]
+print(f"{n} seeds, {steps} steps each: `gate` " + ", ".join(f"{r['val_bpb']:.4f}" for r in gate)
+      + "; `ema` " + ", ".join(f"{r['val_bpb']:.4f}" for r in ema))
+display(Markdown(markdown_table(rows, {"change": "change", "gain": f"gain at {steps} steps (val, paired)", "p": "p",
+                                       "test": "gain on test", "verdict": "verdict (the rule)"}, {"p": ".3f"})))
 
 # %% [markdown]
-# ## Theirs and ours, and the goals
-#
-# What transfers from 30 minutes on a Trn2 chip to three reference minutes on two CPU cores. Each line is computed
-# from this chapter's tables; the write-up's figures are quoted.
-
-# %%
-gains = {r["rung"]: r for r in rows if "gain" in r}
-noise = [r["std"] for r in rows if "mean" in r and r["n"] > 1]
-emb = {r["model"]: r["val_bpb"] for r in comp_rows if r["corpus"] == "embedded"}
-compressors = {k: v for k, v in emb.items() if not k.startswith((FINAL, "baseline"))}
-best_c = min(compressors, key=compressors.get) if compressors else None
-adaptive_key = next((k for k in emb if "adaptive" in k), None)
-lines = [
-    f"- **The gain**: {final['total']:+.4f} here ({base['mean']:.4f} -> {final['mean']:.4f}), against the write-up's "
-    f"{ladder.WRITEUP_TRN2['baseline'] - ladder.WRITEUP_TRN2['final']:.3f} on Trn2.",
-    f"- **The n-gram mix**: {gains['n-gram mix']['gain']:+.4f} at equal budget here, against about "
-    f"{ladder.WRITEUP_TRN2['ngram_gain']} on Trn2: a model trained for minutes on a small corpus leans on exact "
-    "counts far more than one trained for half an hour on web text." if gains['n-gram mix']['gain'] > 0 else
-    f"- **The n-gram mix**: {gains['n-gram mix']['gain']:+.4f} here.",
-    f"- **Noise**: their repeats differed by up to {ladder.WRITEUP_TRN2['noise']}; here the seed-to-seed std per rung "
-    f"runs from {min(noise):.4f} to {max(noise):.4f}, which is why each learning change is judged at equal steps "
-    "first (paired runs that differ by the change alone).",
-    f"- **Goals** (issue 25, this profile): `final` <= 1.65: {final['mean']:.4f} "
-    f"({'met' if final['mean'] <= 1.65 else 'missed'}); at least 0.25 below the baseline: {final['total']:+.4f} "
-    f"({'met' if final['total'] >= 0.25 else 'missed'})"
-    + (f"; below the best compressor ({best_c}, {compressors[best_c]:.4f}) without adaptation: "
-       f"{'met' if final['mean'] < compressors[best_c] else 'missed'}" if best_c else "")
-    + (f"; adaptively ({emb[adaptive_key]:.4f} at {STEPS} steps): "
-       f"{'met' if emb[adaptive_key] < compressors[best_c] else 'missed'}" if best_c and adaptive_key else "") + ".",
-]
-display(Markdown("\n".join(lines)))
+# A change that is not better at equal steps, at p < 0.01 over 5 seeds, is not shown, and the final recipe does
+# not take it. Gated attention was therefore not trained at the budget; the weight average was, and there it is
+# worse than `ngram` (chapter 06).
 
 # %% [markdown]
-# ## Appendix: where the numbers come from
+# ## The compressors
 #
-# The records this execution wrote or read, the code that trained each run, and what the experiments said about
-# reusing or training them.
+# A classical compressor given the training text and charged for the held-out text alone
+# (`frontier.study.compressors`: `8 * (len(compress(train + test)) - len(compress(train))) / len(test)`) is scored
+# the way the competition scores a model trained on that text: the competition-style score. The same compressor on
+# the held-out text alone, adapting as it reads with nothing before it, is another score and is never ranked with
+# the first. The final recipe never adapts to what it scores.
 
 # %%
-print(f"ladder record: {ladder_path}")
-for sw in (at_steps, at_budget, stdlib):
-    if sw is not None:
-        print(f"sweep record: {sw['path']}")
-print(report.provenance(list({x["run_dir"]: x for rs in results.values() for x in rs}.values())))
-print("\n".join(log_lines))
+from frontier.figures import new_figure
+from frontier.study.bench_records import load_bench_record
+from frontier.study.compressors import run_compressor_bench
+from frontier.study.ladder import repo_path
+from frontier.study.report import markdown_table, mean_std
+from IPython.display import Markdown, display
+
+n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+folder = ch.root / "bench" / ch.profile.name
+found = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
+         if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
+comp = found[-1] if found else run_compressor_bench(ch.data, ch.profile.name, folder, log=ch.log)
+split = "test" if ch.data.has_test else "val"
+print(f"compressors record {repo_path(comp['path'])}; scored on the {split} split")
+models = {name: ch.seeds(name, n) for name in ("final", "baseline")}
+rows = [{"by": f"`{name}` ({len(recs)} seeds, {recs[0]['steps']} steps)",
+         "given": mean_std(r[f"{split}_bpb"] for r in recs)[0], "alone": None} for name, recs in models.items()]
+rows += [{"by": c["compressor"], "given": c[f"{split}_bpb"], "alone": c[f"{split}_bpb_alone"]} for c in comp["rows"]]
+display(Markdown(markdown_table(sorted(rows, key=lambda r: r["given"]), {
+    "by": "scored by", "given": f"{split}_bpb given the training text (competition-style)",
+    "alone": f"{split}_bpb of the split alone (adapting as it reads)"})))
+
+fig, (left, right) = new_figure(11.0, 3.8, ncols=2)
+given = sorted(rows, key=lambda r: r["given"])
+left.barh(range(len(given)), [r["given"] for r in given],
+          color=["C2" if r["by"].startswith("`final`") else "C0" if r["by"].startswith("`baseline`") else "0.6"
+                 for r in given])
+left.set_yticks(range(len(given)), [r["by"].replace("`", "") for r in given], fontsize=8)
+left.invert_yaxis()
+left.set_xlabel(f"{split}_bpb")
+left.set_title("given the training text: the competition-style score\n(green: final, blue: baseline, grey: "
+               "compressors)", fontsize=9)
+alone = sorted((r for r in rows if r["alone"] is not None), key=lambda r: r["alone"])
+right.barh(range(len(alone)), [r["alone"] for r in alone], color="C4")
+right.set_yticks(range(len(alone)), [r["by"] for r in alone], fontsize=8)
+right.invert_yaxis()
+right.set_xlabel(f"{split}_bpb")
+right.set_title("the split alone, adapting as it reads:\nanother score, not ranked with the left", fontsize=9)
+ch.figure(fig, "07_compressors")
+
+# %% [markdown]
+# On this templated API text PPMd at order 16, given the training text, scores 1.4242 on test against the final's
+# 1.6922 (the committed record, `runs/bench/cpu/compressors-cpu-20261204-042610.json`): far ahead. It counts
+# contexts of up to 16 bytes over all of the training text and keeps counting through the test text as it encodes
+# it. The final reads a fifth of an epoch of the training text; its n-gram tables, counted from the whole split but
+# fixed while it scores, are the part of it that does the same kind of work.
+
+# %% [markdown]
+# ## Theirs and ours
+#
+# The write-up's numbers are theirs (one Trn2 chip, 1,800 s, their data and 8,192-token vocabulary); ours are the
+# ladder's, measured here on the test split. The goal here was a final 0.20 bits per byte below the baseline on
+# test.
+
+# %%
+from frontier.study.compare import Group, paired_test
+from frontier.study.ladder import WRITEUP_TRN2
+from frontier.study.report import markdown_table, mean_std
+from IPython.display import Markdown, display
+
+n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+base, final = ch.seeds("baseline", n), ch.seeds("final", n)
+split = "test" if all(r.get("test_bpb") is not None for r in base + final) else "val"
+
+
+def group(name, recs):
+    return Group(name, tuple(r[f"{split}_bpb"] for r in recs), (), tuple(r["seed"] for r in recs))
+
+
+d = paired_test(group("baseline", base), group("final", final))
+b, f = mean_std(r[f"{split}_bpb"] for r in base)[0], mean_std(r[f"{split}_bpb"] for r in final)[0]
+theirs = WRITEUP_TRN2["baseline"] - WRITEUP_TRN2["final"]
+p_text = f"p = {d.p:.4f}" if d.p >= 1e-4 else "p < 0.0001"
+display(Markdown(markdown_table([
+    {"who": "theirs (Trn2, 1,800 s)", "base": f"{WRITEUP_TRN2['baseline']:.3f}",
+     "final": f"{WRITEUP_TRN2['final']:.3f}",
+     "gain": f"{theirs:.3f} ({theirs / WRITEUP_TRN2['baseline']:.1%})"},
+    {"who": f"ours ({ch.profile.name} profile, {split} split, {n} seeds)",
+     "base": f"{b:.4f} ({base[0]['steps']} steps)", "final": f"{f:.4f} ({final[0]['steps']} steps)",
+     "gain": f"{-d.delta:.4f} ({-d.delta / b:.1%}), paired {p_text}"}],
+    {"who": "", "base": "baseline", "final": "final", "gain": "gain"})))
+goal = 0.20
+print(f"goal: {goal:.2f} below the baseline on {split}: {'met' if -d.delta >= goal else 'missed'} at {-d.delta:.4f}")
+
+# %% [markdown]
+# The goal was missed: the final is 0.1350 below the baseline on test in the committed runs (0.1566 on validation),
+# against the write-up's 0.300. Their gain came from a larger model trained for 30 minutes on web text, where the
+# n-gram mix was worth about 0.007. Here, in three reference minutes on two CPU cores, the gain on test at equal
+# budget is three rungs' (the ladder record): torch.compile's extra steps +0.0713, the bigram table +0.0338 and the
+# n-gram mix +0.0299; the weight average and gated attention, part of their final model, are not shown.
+
+# %% [markdown]
+# ## What this chapter found
+
+# %%
+from frontier.study import ablation
+from frontier.study.bench_records import load_bench_record
+from frontier.study.chapter import machine
+from frontier.study.compare import Group, judge, paired_test
+from frontier.study.report import mean_std
+from frontier.study.sweep import newest_sweep
+
+P = ch.profile
+n = 5 if P.name == "cpu" else P.seeds
+steps = 400 if P.name == "cpu" else 10
+base, final = ch.seeds("baseline", n), ch.seeds("final", n)
+split = "test" if all(r.get("test_bpb") is not None for r in base + final) else "val"
+d = paired_test(*(Group(k, tuple(r[f"{split}_bpb"] for r in rs), (), tuple(r["seed"] for r in rs))
+                  for k, rs in (("baseline", base), ("final", final))))
+sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
+worth = {r["name"].split(" (")[0].lstrip("- "): ablation.part_gain(r) for r in sweep["rows"][1:]}
+part = {k: (g, judge(g, p, seeds).split(" (")[0]) for k, (g, p, seeds) in worth.items()}  # gain, "better beyond..."
+folder = ch.root / "bench" / P.name
+comp = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
+        if r["arguments"].get("manifest_hash") == ch.data.manifest_hash] if folder.is_dir() else []
+ppmd = next((c[f"{split}_bpb"] for c in (comp[-1]["rows"] if comp else []) if c["compressor"] == "PPMd o16"), None)
+fm, fs, _ = mean_std(r[f"{split}_bpb"] for r in final)
+p_text = f"p = {d.p:.4f}" if d.p >= 1e-4 else "p < 0.0001"
+text = (f"**final = `{final[0]['recipe']}`: {split} {fm:.4f} ± {fs:.4f}** ({n} seeds, {final[0]['steps']} steps) "
+        f"against the baseline's {mean_std(r[f'{split}_bpb'] for r in base)[0]:.4f} ({base[0]['steps']} steps): "
+        f"{-d.delta:.4f} better (paired {p_text}); the goal of 0.20 {'met' if -d.delta >= 0.20 else 'missed'}. "
+        f"Each part's worth at {steps} steps, removed from `ema`: "
+        + "; ".join(f"the {k} {g:+.4f} ({v})" for k, (g, v) in part.items() if k != "everything") + "."
+        + (f" PPMd o16 given the training text: {ppmd:.4f}." if ppmd is not None else "")
+        + f" {P.name} profile, {machine()}.")
+box.update(text)
+print(f"{len(text)} characters")
+
+# %% [markdown]
+# ## Records
+#
+# The runs, sweep, ladder, compressors and retrain records this chapter quoted, and the code behind each.
+
+# %% jupyter={"outputs_hidden": true}
+from pathlib import Path
+
+from frontier.records import REPO, load_record
+from frontier.study import ablation, ladder
+from frontier.study.bench_records import load_bench_record
+from frontier.study.sweep import newest_sweep
+
+P = ch.profile
+n = 5 if P.name == "cpu" else P.seeds
+steps = 400 if P.name == "cpu" else 10
+sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
+recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema") for r in ch.seeds(name, n)]
+recs += [load_record(Path(x["run_dir"]) if Path(x["run_dir"]).is_absolute() else REPO / x["run_dir"])
+         for row in sweep["rows"] if row["score"] == "val_bpb" for x in row["runs"].values()]
+recs += [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
+recs = list({r["run_dir"]: r for r in recs}.values())
+folder = ch.root / "bench" / P.name
+benches = [sweep, ladder.latest_ladder_record(P.name, root=ch.root)]
+benches += [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
+            if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
+benches += [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
+ch.records(recs, benches)
