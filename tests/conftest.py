@@ -26,7 +26,7 @@ def rule_of_three(monkeypatch):
 
 
 # Started first, so that a run cut short by a CI time limit has already told whether the book runs.
-LONGEST = ("test_every_chapter_runs_with_the_smoke_profile",)
+LONGEST = ("test_a_chapter_runs_under_papermill_on_a_data_folder_of_other_text",)
 
 
 def pytest_collection_modifyitems(config, items):

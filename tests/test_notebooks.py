@@ -1,4 +1,5 @@
-"""The book: pairs in sync, committed notebooks run top to bottom, every chapter runs with the smoke profile."""
+"""The book: pairs in sync, committed notebooks run top to bottom, every section of every chapter runs alone at the
+smoke profile after its set-up, and a chapter runs under papermill on a data folder of other text."""
 
 import json
 from pathlib import Path
@@ -74,17 +75,6 @@ def test_every_committed_figure_is_drawn_by_a_chapter_or_a_readme_command():
     assert all((NOTEBOOKS.parent / f).exists() for f in by_readme), "a README command draws a figure not committed"
 
 
-def test_every_chapter_runs_with_the_smoke_profile(tmp_path):
-    assert run_book(profile="smoke", out=str(tmp_path)) == 0
-    for ipynb in CHAPTERS:
-        out = nbformat.read(tmp_path / ipynb.name, as_version=4)
-        assert out.metadata["papermill"]["parameters"]["profile"] == "smoke"
-        code = [c for c in out.cells if c.cell_type == "code"]
-        assert all(c.execution_count is not None for c in code)
-        saved = _saved_figures(ipynb)
-        assert saved and _images(out) >= saved, f"{ipynb.name}: saves {saved} figures, shows {_images(out)} images"
-
-
 @pytest.fixture(scope="module")
 def section_roots(tmp_path_factory):
     """One run root and figures folder per chapter, shared by its sections (a run one section trains, another
@@ -124,7 +114,10 @@ def test_a_standalone_chapter_opens_with_its_box_and_ends_with_its_records(ipynb
     assert code[-1].metadata.get("jupyter", {}).get("outputs_hidden") is True
 
 
-@pytest.mark.skipif(not STANDALONE, reason="no chapter is built on the set-up call yet")
+def test_every_chapter_is_built_on_the_set_up_call():
+    assert STANDALONE == CHAPTERS, "a chapter opens with `ch = setup(profile, run_root, figures_dir, data)`"
+
+
 def test_a_chapter_runs_under_papermill_on_a_data_folder_of_other_text(smoke_data, tmp_path):
     """The book promises re-execution on other data (the competition's web text on trn2): a chapter run by the book
     runner with `data` pointing at a small prepared folder of other text trains and scores on that folder."""
