@@ -324,7 +324,7 @@ from IPython.display import Markdown, display
 from frontier.records import epochs_read, loss_gap
 from frontier.study import report
 
-recs = ch.seeds("baseline", 5)
+recs = ch.seeds("baseline")
 rows = [{"seed": r["seed"], "steps": r["steps"], "val_bpb": r["val_bpb"], "test_bpb": r.get("test_bpb"),
          "epochs": epochs_read(r), "gap": loss_gap(r), "tokens_per_s": round(r["tokens_per_s"])} for r in recs]
 display(Markdown(report.markdown_table(
@@ -346,7 +346,7 @@ print(f"{report.pm([epochs_read(r) for r in recs], 2)} epochs; val - train {repo
 # %%
 from frontier.figures import loss_curve_figure, new_figure
 
-recs = ch.seeds("baseline", 5)
+recs = ch.seeds("baseline")
 fig, ax = new_figure(7.0, 3.8)
 loss_curve_figure(recs, x="step", smooth=5, ax=ax)
 for line, r in zip(list(ax.lines), recs):  # the curves, one a seed
@@ -378,7 +378,7 @@ from frontier.study import experiments as ex
 from frontier.study import report
 
 P = ch.profile
-base = ch.seeds("baseline", 5)  # the profile's own size: the baseline's seeds
+base = ch.seeds("baseline")  # the profile's own size: the baseline's seeds
 others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
 
 
@@ -413,7 +413,7 @@ from frontier.figures import new_figure
 from frontier.study import experiments as ex
 
 P = ch.profile
-base = ch.seeds("baseline", 5)
+base = ch.seeds("baseline")
 others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
 fig, ax = new_figure(7.0, 4.0)
 ax.scatter([r["steps"] for r in base], [r["val_bpb"] for r in base], color="k", marker="s", s=22, zorder=3,
@@ -449,7 +449,7 @@ from frontier.study.compressors import run_compressor_bench
 folder = ch.root / "bench" / ch.profile.name
 comp = (newest_record(folder, "compressors", match=lambda r: r["arguments"]["manifest_hash"] == ch.data.manifest_hash)
         or run_compressor_bench(ch.data, ch.profile.name, folder, log=ch.log))
-base = ch.seeds("baseline", 5)
+base = ch.seeds("baseline")
 has_test = all(r.get("test_bpb") is not None for r in base)
 rows = sorted(comp["rows"], key=lambda r: r["val_bpb"])
 rows.append({"compressor": f"the baseline ({len(base)} seeds, {base[0]['steps']:,} steps; mean)",
@@ -479,7 +479,7 @@ from frontier.study.chapter import machine
 from frontier.study.compressors import run_compressor_bench
 
 P = ch.profile
-base = ch.seeds("baseline", 5)
+base = ch.seeds("baseline")
 has_test = all(r.get("test_bpb") is not None for r in base)
 folder = ch.root / "bench" / P.name
 comp = (newest_record(folder, "compressors", match=lambda r: r["arguments"]["manifest_hash"] == ch.data.manifest_hash)
@@ -516,7 +516,7 @@ from frontier.study.bench_records import newest_record
 
 P = ch.profile
 others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
-recs = ch.seeds("baseline", 5) + [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz))
+recs = ch.seeds("baseline") + [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz))
                                   for sz in others for s in (0, 1)]
 comp = newest_record(ch.root / "bench" / P.name, "compressors",
                      match=lambda r: r["arguments"]["manifest_hash"] == ch.data.manifest_hash)

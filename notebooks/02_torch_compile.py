@@ -198,7 +198,7 @@ from IPython.display import Markdown, display
 
 from frontier.study import report
 
-compiled = ch.seeds("compile", 5)
+compiled = ch.seeds("compile")
 rows = [{"seed": r["seed"], "compile_s": r["compile_s"], "first_step_s": r["first_step_s"],
          "misses": r["compile"]["fxgraph_cache_misses"], "hits": r["compile"]["fxgraph_cache_hits"],
          "recompiles": r["compile"]["recompiles_after_warmup"]} for r in compiled]
@@ -259,8 +259,8 @@ from IPython.display import Markdown, display
 from frontier.study import report
 from frontier.study.compare import Group, paired_test
 
-eager = ch.seeds("baseline", 5)
-compiled = ch.seeds("compile", 5)
+eager = ch.seeds("baseline")
+compiled = ch.seeds("compile")
 scores = ["val_bpb"] + (["test_bpb"] if all(r.get("test_bpb") is not None for r in eager + compiled) else [])
 rows = []
 for e, c in zip(eager, compiled):
@@ -286,8 +286,8 @@ for s in scores:
 # %%
 from frontier.figures import loss_curve_figure, new_figure
 
-eager = ch.seeds("baseline", 5)
-compiled = ch.seeds("compile", 5)
+eager = ch.seeds("baseline")
+compiled = ch.seeds("compile")
 fig, ax = new_figure(7.0, 3.8)
 loss_curve_figure(compiled + eager, x="step", smooth=5, ax=ax)  # the eager curves drawn last, on top
 for line, r in zip(list(ax.lines), compiled + eager):
@@ -375,8 +375,8 @@ same_data = lambda r: Path(r["arguments"].get("data") or "").name == Path(ch.dat
 bench = (newest_record(ch.root / ch.profile.name / "bench", "bench", ["baseline", "compile"], match=same_data)
          or ex.bench(["baseline", "compile"], ch.profile, root=ch.root, data=str(ch.data.folder), steps=10,
                      repeats=5, cold=ch.profile.name != "smoke", memory=False, log=ch.log))
-eager = ch.seeds("baseline", 5)
-compiled = ch.seeds("compile", 5)
+eager = ch.seeds("baseline")
+compiled = ch.seeds("compile")
 speed = judge_speed(bench, "baseline", "compile", eager, compiled)
 comp = next(r for r in bench["rows"] if r["recipe"] == "compile")
 scores = ["val_bpb"] + (["test_bpb"] if all(r.get("test_bpb") is not None for r in eager + compiled) else [])
@@ -385,7 +385,7 @@ said = "; ".join(f"{s[:-4]} {report.pm([r[s] for r in compiled]).replace(' (n=5)
 finding = (f"torch.compile: {speed.ratio:.2f}x tokens/s in the bench ({len(speed.round_ratios)} interleaved rounds, "
            f"{min(speed.round_ratios):.2f}-{max(speed.round_ratios):.2f}x); its compile "
            f"({comp['first_step_s'] - comp['step_ms_median'] / 1000:.0f} s) falls in the uncharged warm-up. The budget "
-           f"buys {compiled[0]['steps']} steps instead of {eager[0]['steps']} (5 seeds each): {said}. "
+           f"buys {compiled[0]['steps']} steps instead of {eager[0]['steps']} ({len(eager)} seeds each): {said}. "
            f"Verdict (a speed change): {speed.short}. {machine()}.")
 print(finding)
 box.update(finding)
@@ -403,4 +403,4 @@ from frontier.study.bench_records import newest_record
 
 same_data = lambda r: Path(r["arguments"].get("data") or "").name == Path(ch.data.folder).name  # benched on this data
 bench = newest_record(ch.root / ch.profile.name / "bench", "bench", ["baseline", "compile"], match=same_data)
-ch.records(ch.seeds("baseline", 5) + ch.seeds("compile", 5), [bench] if bench else [])
+ch.records(ch.seeds("baseline") + ch.seeds("compile"), [bench] if bench else [])

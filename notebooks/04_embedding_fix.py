@@ -302,7 +302,7 @@ from frontier.study.ablation import without
 from frontier.study.compare import keep, paired_gain
 from frontier.study.report import markdown_table
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5  # the ladder's 5 seeds (smoke: 2, which checks the code only)
+SEEDS = ch.profile.seeds  # the ladder's 5 seeds (smoke: 2, which checks the code only)
 STEPS = 3 if ch.profile.name == "smoke" else 400  # the leave-one-out's equal steps
 with_table = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_table = [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps")
@@ -356,7 +356,7 @@ from frontier.study.bench_records import load_bench_record
 from frontier.study.chapter import machine
 from frontier.study.compare import keep, paired_gain
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 STEPS = 3 if ch.profile.name == "smoke" else 400
 with_table = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_table = [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps")
@@ -390,7 +390,7 @@ print(box.text)
 from frontier.study.ablation import without
 from frontier.study.bench_records import load_bench_record
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 STEPS = 3 if ch.profile.name == "smoke" else 400
 recs = ([ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
         + [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps") for s in range(SEEDS)]

@@ -268,7 +268,7 @@ from frontier.study.ablation import without
 from frontier.study.compare import keep, paired_gain
 from frontier.study.report import markdown_table
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5  # the ladder's 5 seeds (smoke: 2, which checks the code only)
+SEEDS = ch.profile.seeds  # the ladder's 5 seeds (smoke: 2, which checks the code only)
 STEPS = 3 if ch.profile.name == "smoke" else 400  # the leave-one-out's equal steps
 with_mix = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_mix = [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]
@@ -309,7 +309,7 @@ from IPython.display import Markdown, display
 from frontier import records
 from frontier.study.report import markdown_table
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 bigram, ngram = ch.seeds("bigram", SEEDS), ch.seeds("ngram", SEEDS)
 display(Markdown(markdown_table(
     [{"recipe": f"`{recs[0]['recipe']}`", "steps": "-".join(map(str, sorted({r["steps"] for r in recs}))),
@@ -428,7 +428,7 @@ import torch
 from frontier.figures import new_figure
 from frontier.train.checkpoint import load_run_model
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 STEPS = 3 if ch.profile.name == "smoke" else 400
 rec = ch.run("ngram", 0, steps=STEPS, label=f"ngram-{STEPS}steps", need_checkpoint=True)
 model, cfg = load_run_model(rec["run_dir"])
@@ -513,7 +513,7 @@ from frontier.study.ablation import without
 from frontier.study.chapter import machine
 from frontier.study.compare import keep, paired_gain
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 STEPS = 3 if ch.profile.name == "smoke" else 400
 with_mix = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_mix = [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]
@@ -544,7 +544,7 @@ print(box.text)
 from frontier.study.ablation import without
 from frontier.study.bench_records import load_bench_record
 
-SEEDS = 2 if ch.profile.name == "smoke" else 5
+SEEDS = ch.profile.seeds
 STEPS = 3 if ch.profile.name == "smoke" else 400
 recs = ([ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
         + [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]

@@ -142,7 +142,7 @@ from frontier.figures import new_figure
 from frontier.study.report import bpb_group, markdown_table, mean_std
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 twice = [ch.run("ngram", 0, steps=30, label=f"noise-30steps-{k}") for k in "ab"]
 groups = {"ngram": ch.seeds("ngram", n), "baseline": ch.seeds("baseline", n)}
 rows = []
@@ -196,7 +196,7 @@ from frontier.study.compare import KEEP_ALPHA, repeats_needed
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 ngram, baseline, ema = (ch.seeds(r, n) for r in ("ngram", "baseline", "ema"))
 at_steps = [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
@@ -237,7 +237,7 @@ from frontier.study.compare import Group, judge, paired_test
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 runs = [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
 display(Markdown(markdown_table(
@@ -270,7 +270,7 @@ if None not in test:
 # %%
 from frontier.study.compare import Group, keep, paired_test
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 ngram, ema = ch.seeds("ngram", n), ch.seeds("ema", n)
 within = [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
@@ -310,7 +310,7 @@ from frontier.study.chapter import machine
 from frontier.study.compare import Group, keep, paired_test
 from frontier.study.report import mean_std
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 twice = [ch.run("ngram", 0, steps=30, label=f"noise-30steps-{k}") for k in "ab"]
 ngram, ema = ch.seeds("ngram", n), ch.seeds("ema", n)
@@ -344,7 +344,7 @@ print(f"{len(text)} characters")
 from frontier.records import REPO
 from frontier.study.bench_records import load_bench_record
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 recs = ([ch.run("ngram", 0, steps=30, label=f"noise-30steps-{k}") for k in "ab"]
         + ch.seeds("ngram", n) + ch.seeds("baseline", n) + ch.seeds("ema", n)

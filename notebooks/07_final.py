@@ -91,7 +91,7 @@ from frontier.study.sweep import newest_sweep
 from IPython.display import Markdown, display
 
 P = ch.profile
-n = 5 if P.name == "cpu" else P.seeds
+n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 sweep = ablation.sweep_name("ema", steps, P.corpus)
 if newest_sweep(ch.root, P.name, sweep) is None:  # the leave-one-out at equal steps (committed at cpu)
@@ -174,7 +174,7 @@ from frontier.study.sweep import format_sweep
 from IPython.display import Markdown, display
 
 P = ch.profile
-n = 5 if P.name == "cpu" else P.seeds
+n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 at_steps = ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root,
                                  removes=["bigram", "ngram", "average", "all"], log=ch.log)
@@ -308,7 +308,7 @@ from frontier.study.compare import Group, judge, keep, paired_test
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
 gate = [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
 ema = [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
@@ -355,7 +355,7 @@ from frontier.study.ladder import repo_path
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 folder = ch.root / "bench" / ch.profile.name
 found = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
          if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
@@ -408,7 +408,7 @@ from frontier.study.ladder import WRITEUP_TRN2
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
-n = 5 if ch.profile.name == "cpu" else ch.profile.seeds
+n = ch.profile.seeds
 base, final = ch.seeds("baseline", n), ch.seeds("final", n)
 split = "test" if all(r.get("test_bpb") is not None for r in base + final) else "val"
 
@@ -451,7 +451,7 @@ from frontier.study.report import mean_std
 from frontier.study.sweep import newest_sweep
 
 P = ch.profile
-n = 5 if P.name == "cpu" else P.seeds
+n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 base, final = ch.seeds("baseline", n), ch.seeds("final", n)
 split = "test" if all(r.get("test_bpb") is not None for r in base + final) else "val"
@@ -490,7 +490,7 @@ from frontier.study.bench_records import load_bench_record
 from frontier.study.sweep import newest_sweep
 
 P = ch.profile
-n = 5 if P.name == "cpu" else P.seeds
+n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
 recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema") for r in ch.seeds(name, n)]
