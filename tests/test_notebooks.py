@@ -76,24 +76,16 @@ def test_every_committed_figure_is_drawn_by_a_chapter_or_a_readme_command():
 
 
 @pytest.fixture(scope="module")
-def section_roots(tmp_path_factory):
-    """One run root and figures folder per chapter, shared by its sections (a run one section trains, another
-    reuses: what a section may share is records on disk, never variables)."""
-    roots = {}
-
-    def root(py):
-        if py not in roots:
-            roots[py] = tmp_path_factory.mktemp(py.stem)
-        return roots[py]
-
-    return root
+def section_root(tmp_path_factory):
+    """One run root for every section of every chapter: a run one section trains, another reuses (what sections may
+    share is records on disk, never variables), so each smoke run is trained once in the suite."""
+    return tmp_path_factory.mktemp("book")
 
 
 @pytest.mark.parametrize("py,title", SECTIONS, ids=[f"{p.stem[:2]}: {t}"[:50] for p, t in SECTIONS])
-def test_each_section_runs_alone_after_the_set_up(py, title, section_roots):
-    root = section_roots(py)
-    run_section(py, title, {"profile": "smoke", "run_root": str(root / "runs"), "figures_dir": str(root / "figures"),
-                            "data": None})
+def test_each_section_runs_alone_after_the_set_up(py, title, section_root):
+    run_section(py, title, {"profile": "smoke", "run_root": str(section_root / "runs"),
+                            "figures_dir": str(section_root / "figures" / py.stem), "data": None})
 
 
 @pytest.mark.parametrize("ipynb", STANDALONE, ids=lambda p: p.stem)
