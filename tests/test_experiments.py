@@ -218,3 +218,32 @@ def test_a_profile_trains_on_its_own_corpus_and_its_runs_live_under_its_name(mon
                         {"val_bpb": 1.0, "steps": 1, "tokens_per_s": 1.0})
     ex.run("baseline", other, root=tmp_path, reuse=False, log=lambda *a: None)
     assert trained == ["stdlib-source", tmp_path / "smoke" / "stdlib-source" / "baseline" / "s0"]
+
+
+def test_a_record_of_a_commit_not_here_is_scored_by_a_retrain_of_its_code(tmp_path):
+    """Work that never landed: git cannot show its scorer, so a retrain of one of its runs, by code that is here,
+    scoring the same on every split stands in; without one, or scoring otherwise, the record is not reproduced."""
+    import json
+    import subprocess
+
+    from frontier.records import REPO
+    from frontier.study import replay
+
+    lost = "f" * 40
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert not replay._commit_known(lost) and replay._commit_known(head)
+    ok, why = replay._scorer_by_retrain(lost, root=tmp_path)
+    assert not ok and "not in this repository" in why and "frontier retrain" in why
+
+    def write(diff):
+        record = {"record_side": {"code": {"git_sha": lost}, "val_bpb": 1.7, "test_bpb": 1.8},
+                  "here": {"code": {"git_sha": head}}, "same_steps": True,
+                  "differences": {"val_bpb": diff, "test_bpb": 0.0}}
+        (tmp_path / "bench" / "cpu").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "bench" / "cpu" / "retrain-x+s0-20260101-000000.json").write_text(json.dumps(record))
+
+    write(3e-8)
+    ok, why = replay._scorer_by_retrain(lost, root=tmp_path)
+    assert ok and "scores the same" in why
+    write(1e-3)  # scored otherwise: the scorer may have changed
+    assert not replay._scorer_by_retrain(lost, root=tmp_path)[0]

@@ -20,7 +20,9 @@ The rule, which a reader can check by running `frontier replay RUN_DIR`:
 2. **Scoring.** The current scorer counts the same validation tokens and bytes as the record (`val_tokens`,
    `val_bytes`: the windows and the byte counting), and the scoring functions of `frontier/train/bpb.py`
    (`SCORER_FUNCTIONS`: the formula, which positions and bytes count, the evaluation loop) have the same source
-   as at the record's commit (git).
+   as at the record's commit (git). Where this repository does not hold that commit (work that never landed), a
+   retrain of one of its runs by code that is here stands in for the source: the same scores, within
+   `RETRAIN_SCORE_TOL`, from today's scorer (`_scorer_by_retrain`).
 
 A record written by this very code (the same `source_sha256`) needs no replay. Each check is written beside the record as `replay-<source hash>.json` (the current code's version, the
 hardware, both loss lists and the verdict), never over it; a later check by the same code reads that file
@@ -44,6 +46,7 @@ from ..devices import DeviceInfo
 REPLAY_STEPS = 10
 REL_TOL_COMPILED = 1e-6  # about 8 float32 roundings; the same code's compiled runs differ by 1 (about 1e-7)
 REL_TOL_DATA_PARALLEL = 1e-5  # 2 ranks against 1 process: measured within 1.6e-7 (tests/test_distributed.py)
+RETRAIN_SCORE_TOL = 1e-6  # a whole retrain on another thread count scored within 3e-8 relative (docs/log.md)
 SCORER_FILE = "frontier/train/bpb.py"
 SCORER_FILE_EARLIER = ("frontier/bpb.py",)  # where it lived at older commits (before the package had rooms)
 SCORER_FUNCTIONS = ("bits_per_byte", "scored_bytes", "evaluate_bpb")
@@ -79,9 +82,43 @@ def scorer_source(text: str) -> dict[str, str]:
             if isinstance(node, ast.FunctionDef) and node.name in SCORER_FUNCTIONS}
 
 
+def _commit_known(sha: str) -> bool:
+    """Whether this repository holds commit `sha` (work that never landed does not)."""
+    try:
+        out = subprocess.run(["git", "-C", str(records.REPO), "cat-file", "-e", f"{sha}^{{commit}}"],
+                             capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0
+
+
+def _scorer_by_retrain(sha: str, root: Path | None = None) -> tuple[bool, str]:
+    """For a record whose commit this repository does not hold (work that never landed), whose scoring functions
+    cannot be read at that commit: shown unchanged when a run trained by that commit was retrained whole
+    (`frontier retrain`, a bench record of kind `retrain` under `root`, default runs/) by code whose commit is here
+    and whose scorer is today's, and scored within `RETRAIN_SCORE_TOL` (relative) of its record on every split."""
+    root = root or records.REPO / "runs"
+    for path in sorted(root.glob("bench/*/retrain-*.json")):
+        r = json.loads(path.read_text())
+        theirs, here = r["record_side"], (r["here"].get("code") or {}).get("git_sha")
+        if (theirs.get("code") or {}).get("git_sha") != sha or not here or not _commit_known(here):
+            continue
+        if not _scorer_unchanged_since(here)[0] or not r.get("same_steps"):
+            continue
+        diffs = r.get("differences") or {}
+        if diffs and all(abs(d) <= RETRAIN_SCORE_TOL * abs(theirs[k]) for k, d in diffs.items()):
+            return True, (f"{sha[:8]} is not in this repository; a run it trained, retrained by {here[:8]} (today's "
+                          f"scorer), scores the same ({path.name}: " + ", ".join(f"{k} {d:+.1e}" for k, d in diffs.items())
+                          + ")")
+    return False, (f"{sha[:8]} is not in this repository, and no retrain of a run it trained shows its scorer "
+                   "unchanged (`frontier retrain RUN_DIR --out DIR`)")
+
+
 def _scorer_unchanged_since(sha: str | None) -> tuple[bool, str]:
     if not sha:
         return False, "the record names no git commit"
+    if not _commit_known(sha):
+        return _scorer_by_retrain(sha)
     for where in (SCORER_FILE, *SCORER_FILE_EARLIER):  # the scorer's file at that commit: its first path there
         try:
             out = subprocess.run(["git", "-C", str(records.REPO), "show", f"{sha}:{where}"],
