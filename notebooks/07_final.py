@@ -287,7 +287,7 @@ else:
         a, b = r["record_side"], r["here"]
         for side, s in (("record", a), ("trained again", b)):
             hw = s.get("hardware") or {}
-            rows.append({"run": repo_path(r["record"]), "side": side, "steps": s["steps"], "val": s.get("val_bpb"),
+            rows.append({"run": repo_path(r["run"]), "side": side, "steps": s["steps"], "val": s.get("val_bpb"),
                          "test": s.get("test_bpb"),
                          "machine": f"{hw.get('cpu')}, {hw.get('torch_threads')} thread(s)"})
         rows.append({"run": "", "side": "difference", "steps": "same" if r["same_steps"] else "DIFFER",

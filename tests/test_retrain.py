@@ -32,7 +32,10 @@ def test_a_steps_rule_run_buys_its_steps_again_and_scores_the_same_here(smoke_ru
     assert result["differences"]["val_bpb"] == 0.0  # eager, the same machine and threads: bit for bit
     saved = json.loads(open(result["path"]).read())
     assert saved["kind"] == "retrain" and saved["record_side"]["val_bpb"] == rec["val_bpb"]
-    assert saved["command"][:2] == ["frontier", "retrain"]
+    assert saved["command"][:2] == ["frontier", "retrain"] and saved["run"] == str(run_dir)
+    from frontier.study.bench_records import load_bench_record
+
+    assert load_bench_record(result["path"])["kind"] == "retrain"  # a bench record like any other
 
 
 def test_a_fixed_steps_run_is_retrained_for_its_steps(smoke_data, tmp_path):

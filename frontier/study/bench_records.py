@@ -117,6 +117,8 @@ def load_bench_record(path: str | Path) -> dict:
         raise UserError(f"no bench record at {str(path)!r}", "pass a file written by `frontier bench` or `bench-table`") from None
     except json.JSONDecodeError:
         raise UserError(f"{str(path)!r} is not valid JSON", "re-run the bench") from None
+    if isinstance(rec, dict) and rec.get("kind") == "retrain" and "retrained" in rec and "run" not in rec:
+        rec = {**rec, "run": rec["record"], "record": BENCH_RECORD}  # the first retrain records named the run there
     if not isinstance(rec, dict) or rec.get("record") != BENCH_RECORD:
         raise UserError(f"{str(path)!r} is not a bench record", "pass a file written by `frontier bench` or `bench-table`")
     rec["path"] = str(path)

@@ -64,7 +64,7 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
         return {"steps": r["steps"], "epochs": records.epochs_read(r), **{k: r.get(k) for k in SCORES},
                 "hardware": r.get("hardware"), "code": r.get("code"), "budget": r.get("budget")}
 
-    body = {"record": str(run_dir), "retrained": str(out), "steps_rule": steps is None, "why": why,
+    body = {"run": str(run_dir), "retrained": str(out), "steps_rule": steps is None, "why": why,
             "record_side": side(rec), "here": side(new), "same_steps": new["steps"] == rec["steps"],
             "differences": {k: new[k] - rec[k] for k in SCORES if rec.get(k) is not None and new.get(k) is not None}}
     command = bench_records.cli_command("retrain", [str(run_dir)], {"--out": str(out), "--data": data})
@@ -75,7 +75,7 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
 
 def format_retrain(result: dict) -> str:
     a, b = result["record_side"], result["here"]
-    lines = [f"{result['record']} retrained into {result['retrained']} ({result['why']})",
+    lines = [f"{result['run']} retrained into {result['retrained']} ({result['why']})",
              f"{'':<10} {'steps':>6} {'val_bpb':>12} {'test_bpb':>12}  machine"]
     for name, s in (("record", a), ("here", b)):
         hw = s.get("hardware") or {}
