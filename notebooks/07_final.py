@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = None      # None: the repository's runs/
-figures_dir = None   # None: the repository's figures/
-data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
+run_root = "../runs"
+figures_dir = "../figures"
+data = None
 
 # %%
 from frontier.study.chapter import setup
