@@ -80,3 +80,18 @@ def test_set_up_on_given_data_keeps_its_runs_apart_from_the_profiles_corpus(smok
     rec = ch.run("baseline", steps=2)
     assert rec["steps"] == 2 and rec["data"]["manifest_hash"] == smoke_data.manifest_hash
     assert str(tmp_path / "runs" / "smoke" / "baseline") in rec["run_dir"]
+
+
+def test_executing_in_place_writes_what_ran_into_the_parameters_cell_and_keeps_its_comments():
+    import nbformat
+
+    from frontier.study.book import _set_parameters
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell('profile = "smoke"\nrun_root = "/tmp/x"   # None: the repository\'s runs/\n'
+                                     'figures_dir = None\ndata = None          # None: the profile\'s corpus')
+    cell.metadata["tags"] = ["parameters"]
+    nb.cells.append(cell)
+    _set_parameters(nb, {"profile": "cpu", "run_root": None, "figures_dir": None, "data": "/d"})
+    assert cell.source.splitlines() == ['profile = "cpu"', "run_root = None   # None: the repository's runs/",
+                                        "figures_dir = None", "data = \"/d\"          # None: the profile's corpus"]

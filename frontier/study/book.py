@@ -40,13 +40,15 @@ def chapters(selection: str | None = None) -> list[Path]:
 
 
 def _set_parameters(nb, params: dict) -> None:
-    """Rewrite the literals of the `parameters` cell (used in place, so the committed cell shows what ran)."""
+    """Rewrite the literals of the `parameters` cell (used in place, so the committed cell shows what ran); a
+    comment after a literal stays."""
     for cell in nb.cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             src = cell.source
             for k, v in params.items():
                 literal = json.dumps(v) if isinstance(v, str) else repr(v)
-                src, n = re.subn(rf"^{k}\s*=.*$", lambda m: f"{k} = {literal}", src, flags=re.M)
+                src, n = re.subn(rf"^{k}\s*=[^#\n]*?(\s*#.*)?$", lambda m: f"{k} = {literal}{m.group(1) or ''}", src,
+                                 flags=re.M)
                 if n == 0 and v is None:
                     continue  # a parameter this chapter does not take, left at its default
                 if n != 1:
@@ -124,7 +126,7 @@ def run_book(profile: str = "smoke", chapters: str | None = None, out: str | Non
     if in_place:
         if out:
             raise UserError("--in-place and --out do not go together", "pass one of them")
-        params = {"profile": profile, "run_root": "../runs", "figures_dir": "../figures", "data": data}
+        params = {"profile": profile, "run_root": None, "figures_dir": None, "data": data}  # the repository's own
     else:
         root = Path(out) if out else REPO / "build" / "book" / profile
         root = root.resolve()
