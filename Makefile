@@ -31,7 +31,7 @@ demo: $(STAMP)
 # The whole test suite, the book's smoke run included (one process: the tests train on both cores, and two
 # workers made the book's smoke run twice as slow on 2 cores).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=12
 
 # Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`,
 # `make book PROFILE=trn2 DATA=/path/to/prepared/web-text` (every chapter on that data folder).

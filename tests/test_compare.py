@@ -196,7 +196,11 @@ def test_cli_compare_paired(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())  # the rule, as argparse wraps it
-    assert "How many seeds a claim needs here (chapter 05" in help_text and "0.002 needs 30" in help_text
+    from frontier.study.compare import KEEP_ALPHA, repeats_needed
+
+    needs = [repeats_needed(0.005, sd, alpha=KEEP_ALPHA, paired=False) for sd in (0.0031, 0.0149)]
+    assert "How many seeds a claim needs here (cpu profile" in help_text
+    assert f"0.005 needs {needs[0]} seeds a group at ngram's spread and {needs[1]} at the baseline's" in help_text
 
 
 def test_repeats_needed_known_values_and_monotone():

@@ -43,8 +43,9 @@ POWER = 0.8
 # runs/cpu/docstrings/ngram and baseline, the ladder's 5 seeds each).
 NOISE_RULE = (
     "How many seeds a claim needs here (cpu profile, docstrings corpus, the ladder's 5 seeds a recipe; chapter 06): "
-    "the seed-to-seed std of val_bpb is 0.0031 for ngram and 0.0149 for the baseline. For p < 0.05 with power 0.8 "
-    "and unpaired groups, a difference of 0.005 needs 8 seeds a group at ngram's spread and 141 at the baseline's. "
+    "the seed-to-seed std of val_bpb is 0.0031 for ngram and 0.0149 for the baseline. At the rule's p < 0.01, with "
+    "power 0.8 and unpaired groups, a difference of 0.005 needs 11 seeds a group at ngram's spread and 210 at the "
+    "baseline's (repeats_needed). "
     "Under the steps rule the same recipe, seed and budget train the same steps anywhere, so pairing by seed "
     "(--paired) removes the seed's share of the spread; a gain measured inside one run (val_bpb_live against "
     "val_bpb_ema) is sharper still."
