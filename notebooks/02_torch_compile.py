@@ -22,9 +22,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
-data = None
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
 from frontier.study.chapter import setup
@@ -228,7 +228,9 @@ print()
 # ## Equal budget: the steps it buys
 #
 # The steps rule buys each recipe its steps from its own entry in the committed cost table, so the faster step shows
-# as more steps in the same budget, and the same steps on any machine:
+# as more steps in the same budget, and the same steps on any machine. The table's costs come from its own bench
+# record (each recipe interleaved with the speed probe), so the speed-up they charge can differ a little from the
+# side-by-side bench above; the steps follow the table's:
 
 # %%
 from frontier import resolve
@@ -280,8 +282,8 @@ for s in scores:
 
 # %% [markdown]
 # Against steps the two recipes' training curves lie together (compiling does not change what a step learns) until
-# the eager runs near their end, where their learning rate has warmed down to zero; the warm-down follows the share of
-# the run done, so the compiled runs reach it later and go on for their extra steps.
+# the eager runs begin their warm-down at half their run; the warm-down follows the share of the run done, so the
+# compiled runs begin theirs later, at half of their more steps, and end lower.
 
 # %%
 from frontier.figures import loss_curve_figure, new_figure

@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
-data = None
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
 from frontier.study.chapter import setup
@@ -266,7 +266,7 @@ print(f"{n * v:,} logits = {n * v / CHUNK_ELEMENTS:g} chunks of {CHUNK_ELEMENTS:
 # the resident memory it adds over its inputs (the gradients of h and W, which both make, included). The n-gram bias
 # is off and on (on: every position gets a bias row and 8 scattered corrections, as an `ngram` training batch does).
 # At the `cpu` profile's shapes the logits are 4,096 × 1,024 (16 MiB, one chunk: the fused op keeps them whole and
-# saves nothing); at the `gpu` profile's, which are the `trn2` profile's, 65,536 × 8,192 (2 GiB, 32 chunks):
+# saves little); at the `gpu` profile's, which are the `trn2` profile's, 65,536 × 8,192 (2 GiB, 32 chunks):
 
 # %%
 from frontier.study.bench_head import format_head_bench, run_head_bench

@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
-data = None
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
 from frontier.study.chapter import setup
@@ -166,7 +166,7 @@ display(Markdown(markdown_table(share, {"rows": "table rows", "touched": f"rows 
 # never changes), and runs Adam on those rows only, each with its own moments and its own count of updates.
 #
 # Dense AdamW and the sparse update on one small table, the same two steps: step 2's batch shares two pairs with
-# step 1's, and has new ones. Where do the two tables differ?
+# step 1's (besides the row every first position reads), and has new ones. Where do the two tables differ?
 
 # %%
 import torch

@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
-data = None
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
 from frontier.study.chapter import setup
@@ -454,8 +454,8 @@ print(f"the budget runs: scale s {min(r['ngram']['scale'] for r in budget_runs):
       f"{min(r['ngram']['mixture'][0] for r in budget_runs):.2f}-{max(r['ngram']['mixture'][0] for r in budget_runs):.2f}")
 
 # %% [markdown]
-# The mixture keeps most of its weight on the unigram and spreads a little over the longer contexts, whose counts
-# are mostly false hits (the validity section). Little weight is not little effect: the bias is, up to a constant,
+# The mixture keeps most of its weight on the unigram and spreads a little over the longer contexts, where a hit on
+# a context never counted is mostly false (the validity section). Little weight is not little effect: the bias is, up to a constant,
 # $\log P_0 + s \log(P_\text{mix} / \text{floor})$, and where a context's counts name a continuation,
 # $P_\text{mix}$ is many times its floor there; a scale above 1 sharpens that ratio further. The weights are
 # learned from training batches, which read tables holding their neighbouring windows, so they are also fitted to
@@ -468,8 +468,7 @@ print(f"the budget runs: scale s {min(r['ngram']['scale'] for r in budget_runs):
 # compress after coding it. **Adaptive scoring** does what a compressor does, for the n-gram part only: it scores
 # validation windows first and then counts them into the tables, eight windows at a time in the split's order, so
 # a window sees the counts of every window before its eight (`frontier.train.bpb.evaluate_bpb_adaptive`; the
-# tables are put back afterwards; one window at a time adapts a little more and took more than twice as long
-# here). **It is not the competition's score**: a comparison with the compressors, and a measure of how much more
+# tables are put back afterwards; one window at a time would adapt a little more, at eight times the passes). **It is not the competition's score**: a comparison with the compressors, and a measure of how much more
 # the mix gives on text like the text it is scoring.
 
 # %%

@@ -24,9 +24,9 @@
 
 # %% tags=["parameters"]
 profile = "cpu"
-run_root = "../runs"
-figures_dir = "../figures"
-data = None
+run_root = None      # None: the repository's runs/
+figures_dir = None   # None: the repository's figures/
+data = None          # None: the profile's corpus; or a folder made by `frontier prepare`
 
 # %%
 from frontier.study.chapter import setup
@@ -152,8 +152,8 @@ ch.figure(fig, "07_ladder")
 
 # %% [markdown]
 # In the committed record (`runs/cpu/ladder/docstrings-20261204-144642.json`) every rung reads about a fifth of an
-# epoch, and validation lies 0.02 nats a token above training for the network alone but 0.25 for the rungs with the
-# n-gram mix: the tables have counted the training text, and that gap is what they know of it. On test the n-gram
+# epoch, and validation lies 0.02 nats a token above training for the network alone but 0.25-0.27 for the rungs
+# with the n-gram mix: the tables have counted the training text, and that gap is what they know of it. On test the n-gram
 # mix's gain over `bigram` at equal budget shrinks from +0.0518 to +0.0299 (p = 0.029).
 
 # %% [markdown]
@@ -264,12 +264,13 @@ print(f"document by document the final is better on {int((per_doc > 0).sum())} o
 # than either level. It stays far from zero, and 0.20 lies outside it.
 
 # %% [markdown]
-# ## Reproduced on another machine
+# ## Trained again, whole
 #
 # `frontier retrain RUN_DIR --out DIR` trains a recorded run again, whole, from its config and seed, and writes
 # both sides (steps, val and test bpb, the machines) to a bench record of kind `retrain`. Under the steps rule the
 # budget buys the same steps on any machine, so the steps must agree; the scores may differ only by how another CPU
-# or thread count rounds.
+# or thread count rounds. The runs below were trained again on hosts of the same CPU model (the machine column), one
+# of them at another thread count; a second CPU model is not shown.
 
 # %%
 from frontier.study.bench_records import load_bench_record
@@ -294,7 +295,7 @@ else:
                      "val": r["differences"].get("val_bpb"), "test": r["differences"].get("test_bpb")})
     display(Markdown(markdown_table(rows, {"run": "run", "side": "", "steps": "steps", "val": "val_bpb",
                                            "test": "test_bpb", "machine": "machine"},
-                                    {"val": ".6f", "test": ".6f"})))
+                                    {"val": ".2e", "test": ".2e"})))
     print("records: " + ", ".join(repo_path(r["path"]) for r in found))
 
 # %% [markdown]
@@ -304,7 +305,7 @@ else:
 # against `ema`, paired by seed; the weight average is chapter 06's (not shown: it left the final recipe).
 
 # %%
-from frontier.study.compare import Group, judge, keep, paired_test
+from frontier.study.compare import Group, judge, paired_test
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
@@ -324,10 +325,9 @@ t = (paired_test(group("ema", ema, "test_bpb"), group("gate", gate, "test_bpb"))
 a = paired_test(group("live", ema, "val_bpb_live"), group("mix", ema))
 rows = [{"change": "gated attention, added to `ema`", "gain": -g.delta, "p": g.p,
          "test": None if t is None else -t.delta,
-         "verdict": {True: "kept", False: "dropped", None: "not shown"}[keep((-g.delta, g.p, n), None)[0]]
-         + f": {judge(-g.delta, g.p, n)}"},
+         "verdict": judge(-g.delta, g.p, n)},
         {"change": "the weight average (chapter 06), its mix against its live weights", "gain": -a.delta, "p": a.p,
-         "test": None, "verdict": f"not shown: {judge(-a.delta, a.p, n)}"}]
+         "test": None, "verdict": judge(-a.delta, a.p, n)}]
 print(f"{n} seeds, {steps} steps each: `gate` " + ", ".join(f"{r['val_bpb']:.4f}" for r in gate)
       + "; `ema` " + ", ".join(f"{r['val_bpb']:.4f}" for r in ema))
 display(Markdown(markdown_table(rows, {"change": "change", "gain": f"gain at {steps} steps (val, paired)", "p": "p",
@@ -390,7 +390,7 @@ ch.figure(fig, "07_compressors")
 
 # %% [markdown]
 # On this templated API text PPMd at order 16, given the training text, scores 1.4242 on test against the final's
-# 1.6922 (the committed record, `runs/bench/cpu/compressors-cpu-20261204-042610.json`): far ahead. It counts
+# 1.6922 (389 steps; the committed record, `runs/bench/cpu/compressors-cpu-20261204-042610.json`): far ahead. It counts
 # contexts of up to 16 bytes over all of the training text and keeps counting through the test text as it encodes
 # it. The final reads a fifth of an epoch of the training text; its n-gram tables, counted from the whole split but
 # fixed while it scores, are the part of it that does the same kind of work.
@@ -433,7 +433,8 @@ goal = 0.20
 print(f"goal: {goal:.2f} below the baseline on {split}: {'met' if -d.delta >= goal else 'missed'} at {-d.delta:.4f}")
 
 # %% [markdown]
-# The goal was missed: the final is 0.1350 below the baseline on test in the committed runs (0.1566 on validation),
+# The goal was missed: the final is 0.1350 below the baseline on test in the committed runs (389 against 402 steps;
+# 0.1566 on validation),
 # against the write-up's 0.300. Their gain came from a larger model trained for 30 minutes on web text, where the
 # n-gram mix was worth about 0.007. Here, in three reference minutes on two CPU cores, the gain on test at equal
 # budget is three rungs' (the ladder record): torch.compile's extra steps +0.0713, the bigram table +0.0338 and the
@@ -487,6 +488,7 @@ from pathlib import Path
 from frontier.records import REPO, load_record
 from frontier.study import ablation, ladder
 from frontier.study.bench_records import load_bench_record
+from frontier.study.replay import stored_check
 from frontier.study.sweep import newest_sweep
 
 P = ch.profile
@@ -494,8 +496,15 @@ n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
 recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema") for r in ch.seeds(name, n)]
-recs += [load_record(Path(x["run_dir"]) if Path(x["run_dir"]).is_absolute() else REPO / x["run_dir"])
-         for row in sweep["rows"] if row["score"] == "val_bpb" for x in row["runs"].values()]
+
+def checked(run_dir):
+    """A leave-one-out run's record with the current code's check of it (the section above replayed it)."""
+    d = Path(run_dir) if Path(run_dir).is_absolute() else REPO / run_dir
+    rec = load_record(d)
+    return {**rec, "replay": stored_check(d, rec)}
+
+
+recs += [checked(x["run_dir"]) for row in sweep["rows"] if row["score"] == "val_bpb" for x in row["runs"].values()]
 recs += [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
 recs = list({r["run_dir"]: r for r in recs}.values())
 folder = ch.root / "bench" / P.name

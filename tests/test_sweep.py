@@ -43,6 +43,10 @@ def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
     again = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None,
                       write=False)
     assert again["rows"][1]["runs"] == row["runs"]  # reused, not retrained: the same records
+    written = sorted((tmp_path / "smoke" / "sweeps").glob("*.json"))
+    third = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None)
+    assert sorted((tmp_path / "smoke" / "sweeps").glob("*.json")) == written  # nothing new to say: no new record
+    assert third["rows"] == rec["rows"] and third["path"] == rec["path"]
 
 
 def test_a_change_that_trades_steps_is_judged_at_equal_budget_alone():

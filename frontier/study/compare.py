@@ -67,6 +67,11 @@ RULE = (
 MIN_SEEDS = 5  # ... over at least 5 seeds, paired: fewer is a screen, which shows nothing
 
 
+def p_text(p: float) -> str:
+    """A p-value as the book prints it: 'p = 0.041', or 'p < 0.001' where three decimals would show zero."""
+    return "p < 0.001" if p < 0.0005 else f"p = {p:.3f}"
+
+
 def judge(gain: float, p: float | None, seeds: int, alpha: float | None = None) -> str:
     """The verdict on one paired comparison of a learning change (`gain`: how much lower the variant's val_bpb is,
     mean over seeds; `p`: the paired t-test's): better or worse beyond the noise (p < `alpha`), else not shown;
@@ -100,19 +105,19 @@ def keep(at_steps: tuple[float, float | None, int], at_budget: tuple[float, floa
     if first.startswith("screen"):
         return None, f"equal steps: {first}"
     if not first.startswith("better"):
-        return (False if first.startswith("worse") else None), f"equal steps: {first} (gain {gain:+.4f}, p = {p:.3f})"
+        return (False if first.startswith("worse") else None), f"equal steps: {first} (gain {gain:+.4f}, {p_text(p)})"
     if at_budget is None:
-        return None, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget not measured yet"
+        return None, f"equal steps: better (gain {gain:+.4f}, {p_text(p)}); equal budget not measured yet"
     second, detail = _budget_stage(at_budget, alpha)
     if second.startswith("worse"):
-        return False, f"equal steps: better (p = {p:.3f}); equal budget: worse beyond the noise ({at_budget[0]:+.4f})"
-    return True, f"equal steps: better (gain {gain:+.4f}, p = {p:.3f}); equal budget: {second} ({detail})"
+        return False, f"equal steps: better ({p_text(p)}); equal budget: worse beyond the noise ({at_budget[0]:+.4f})"
+    return True, f"equal steps: better (gain {gain:+.4f}, {p_text(p)}); equal budget: {second} ({detail})"
 
 
 def _budget_stage(at_budget: tuple[float, float | None, int], alpha: float) -> tuple[str, str]:
     """The equal-budget stage's verdict (`judge`) and its figures: the gain, and its p where there is one."""
     gain, p, n = at_budget
-    shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+    shown_p = f", {p_text(p)}" if p is not None and math.isfinite(p) else ""
     return judge(gain, p, n, alpha), f"{gain:+.4f}{shown_p}"
 
 

@@ -58,6 +58,15 @@ FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
 }
 
 
+# The weight average's settings chapter 06 screens at 400 steps (start, half-life as shares of the run), each scored
+# as the average alone against the same run's live weights: shorter and longer half-lives than the recipe's 0.05,
+# and a later start. smoke checks the code with two.
+EMA_SCREEN: dict[str, list[tuple[float, float]]] = {
+    "smoke": [(0.5, 0.01), (0.5, 0.02)],
+    "cpu": [(0.5, 0.01), (0.5, 0.02), (0.5, 0.1), (0.5, 0.2), (0.75, 0.02), (0.75, 0.05)],
+}
+
+
 def size_label(sizes: dict) -> str:
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
 
@@ -164,10 +173,11 @@ def run(
         label = f"{prof.corpus}/{label or cfg.recipe}"
     dev = select_device(device)
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
+        if bench_records.excluded(run_dir):  # said first: an excluded run is often one that was stopped
+            log(f"{run_dir}: not reused: excluded: {bench_records.excluded(run_dir)}")
+            continue
         rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
         why = mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device))
-        if why is None and bench_records.excluded(run_dir):
-            why = f"excluded: {bench_records.excluded(run_dir)}"
         if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
             why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
         if why is None:

@@ -55,7 +55,7 @@ from statistics import mean
 
 from .. import records
 from ..errors import UserError
-from .compare import RULE, Group, judge, keep, paired_test
+from .compare import RULE, Group, judge, keep, p_text, paired_test
 from .report import bpb_group, short_code
 
 LADDER_KIND = "ladder"
@@ -251,7 +251,7 @@ def rule_verdict(at_steps: dict | None, at_budget: tuple[float, float | None, in
     measured), `at_budget` the ladder's paired (gain, p, seeds). The verdict starts with kept, dropped or not shown."""
     if at_steps is None and not trades:
         gain, p, n = at_budget
-        shown_p = f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+        shown_p = f", {p_text(p)}" if p is not None and math.isfinite(p) else ""
         kept, why = None, f"equal steps not measured; equal budget: {judge(gain, p, n)} ({gain:+.4f}{shown_p})"
     else:
         steps = None if at_steps is None else (at_steps["gain"], at_steps["p"], at_steps["seeds"])
@@ -447,7 +447,7 @@ def _seeds(n: int) -> str:
 
 
 def _p(p) -> str:
-    return f", p = {p:.3f}" if p is not None and math.isfinite(p) else ""
+    return f", {p_text(p)}" if p is not None and math.isfinite(p) else ""
 
 
 def tokens_cell(row: dict) -> str:

@@ -159,14 +159,23 @@ def loss_tolerance(cfg: RunConfig, world_size: int = 1, same_cpu: bool = True) -
     return max(tol, REL_TOL_DATA_PARALLEL) if world_size > 1 else tol
 
 
-def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print) -> dict:
-    """Check (or read the earlier check by this code of) whether the current code reproduces the record."""
+def stored_check(run_dir: str | Path, rec: dict) -> dict | None:
+    """The current code's check of a record, where one exists (`verify` wrote it, or the record is this code's own);
+    None where the current code has not checked it. Reads only: never replays."""
     code = records.code_version()
     if (rec.get("code") or {}).get("source_sha256") == code["source_sha256"]:
         return {"reproduced": True, "why": "trained by this code (same source hash)", "code": code}
     path = replay_path(run_dir, code["source_sha256"])
-    if path.is_file():
-        return json.loads(path.read_text())
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print) -> dict:
+    """Check (or read the earlier check by this code of) whether the current code reproduces the record."""
+    known = stored_check(run_dir, rec)
+    if known is not None:
+        return known
+    code = records.code_version()
+    path = replay_path(run_dir, code["source_sha256"])
     cfg = RunConfig.from_dict(rec["config"])
     curve = rec.get("curve", {})
     # A logged loss at step s is comparable when the update of step s ran at full learning rate: the schedule

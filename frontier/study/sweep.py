@@ -16,12 +16,14 @@ own at equal steps).
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import EMAConfig
 from ..errors import UserError
 from ..profiles import get_profile
+from ..records import REPO, jsonable
 from ..recipes import Recipe, get_recipe, settings_label
 from . import bench_records, experiments
 from .compare import Group, judge, paired_test
@@ -117,6 +119,10 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
     body = {"name": name, "profile": prof.name, "corpus": corpus, "seeds": list(seeds), "steps": steps,
             "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
     arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps, "corpus": corpus}
+    old = newest_sweep(root, prof.name, name) if write else None
+    if old is not None and all(old.get(k) == json.loads(json.dumps(v, default=jsonable)) for k, v in body.items()):
+        log(f"sweep {name}: the same runs and scores as {old.get('path')}: no new record")
+        return old  # a re-execution that reused every run says nothing the newest record does not
     path = bench_records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
     return bench_records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
 
@@ -127,7 +133,18 @@ def _run_summary(rec: dict, score: str = "val_bpb") -> dict:
     row read from its live weights has none)."""
     return {"val_bpb": rec[score], "test_bpb": rec.get("test_bpb") if score == "val_bpb" else None,
             "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
-            "run_dir": rec.get("run_dir"), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
+            "run_dir": _repo_named(rec.get("run_dir")), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
+
+
+def _repo_named(run_dir) -> str | None:
+    """A run folder under the repository as the repository names it (`runs/cpu/...`), so a record reads the same
+    from any checkout; another folder as it is."""
+    if run_dir is None:
+        return None
+    try:
+        return Path(run_dir).resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(run_dir)
 
 
 def _group(name: str, recs: dict[int, dict], score: str = "val_bpb") -> Group:
