@@ -506,6 +506,7 @@ print(f"bench record {comp['path']} (code {report.short_code(comp['code'])})")
 
 # %%
 from frontier.records import epochs_read, loss_gap
+from frontier.study import compare as cmp
 from frontier.study import experiments as ex
 from frontier.study import report
 from frontier.study.bench_records import newest_record
@@ -521,11 +522,20 @@ comp = (newest_record(folder, "compressors", match=lambda r: r["arguments"]["man
 score = "test_bpb" if has_test else "val_bpb"
 best = min(comp["rows"], key=lambda r: r[score])
 others = [sz for sz in ex.SIZE_SWEEPS.get(P.name, []) if (sz["n_layer"], sz["n_embd"]) != (P.n_layer, P.n_embd)]
-sizes = []
-for sz in others:
-    recs = [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz)) for s in (0, 1)]
-    gain = sum(b["val_bpb"] - r["val_bpb"] for b, r in zip(base[:2], recs)) / 2
-    sizes.append(f"{ex.size_label(sz)[5:]} {gain:+.3f}")
+screened = {ex.size_label(sz): [ch.run("baseline", seed=s, sizes=sz, label=ex.size_label(sz)) for s in (0, 1)]
+            for sz in others}
+sizes = "no other size screened"
+if others:
+    top = min(others, key=lambda sz: sum(r["val_bpb"] for r in screened[ex.size_label(sz)]))
+    if all(r["val_bpb"] < b["val_bpb"] for r, b in zip(screened[ex.size_label(top)], base)):
+        recs = [ch.run("baseline", seed=s, sizes=top, label=ex.size_label(top)) for s in range(P.seeds)]
+        d = cmp.paired_test(*(cmp.Group(k, tuple(r["val_bpb"] for r in rs), (), tuple(range(P.seeds)))
+                              for k, rs in (("base", base), ("top", recs))))
+        sizes = (f"At equal budget {ex.size_label(top)[5:]} beats it ({-d.delta:+.4f} val, p = {d.p:.3f}, "
+                 f"{d.pairs} seeds; {recs[0]['steps']} steps, {epochs_read(recs[0]):.2f} epoch)"
+                 + (", past the quarter epoch the profile stays under" if epochs_read(recs[0]) > 0.25 else ""))
+    else:
+        sizes = f"No other of {len(others)} sizes beat it on both screened seeds"
 val = report.pm([r["val_bpb"] for r in base])
 test = f", test {report.pm([r['test_bpb'] for r in base])}" if has_test else ""
 epochs = sum(epochs_read(r) for r in base) / len(base)
@@ -533,8 +543,7 @@ gap = sum(loss_gap(r) for r in base) / len(base)
 finding = (f"The baseline ({P.n_layer}x{P.n_embd}, {P.budget_s:g} reference s bought as {base[0]['steps']} steps, "
            f"{epochs:.2f} epoch): val {val}{test}; val - train loss {gap:+.3f} nats. "
            f"{best['compressor']} given the training text: {best[score]:.4f} on {score[:-4]}. "
-           f"Other sizes, val gain over the profile's (2 seeds: screen only, decides nothing): "
-           f"{', '.join(sizes) or 'none'}. {machine()}.")
+           f"{sizes}. {machine()}.")
 print(finding)
 box.update(finding)
 

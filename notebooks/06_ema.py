@@ -325,7 +325,8 @@ for start, hl in EMA_SCREEN.get(ch.profile.name, EMA_SCREEN["smoke"]):
     screen.append({"start": start, "half-life": hl, "steps": recs[0]["steps"],
                    **{f"s{r['seed']}": r["val_bpb_ema"] - r["val_bpb_live"] for r in recs}})
 display(Markdown(markdown_table(screen, {"start": "start", "half-life": "half-life", "steps": "steps",
-                                         "s0": "average - live, seed 0", "s1": "average - live, seed 1"})))
+                                         "s0": "average - live, seed 0", "s1": "average - live, seed 1"},
+                                 {"start": "g", "half-life": "g", "s0": "+.4f", "s1": "+.4f"})))
 best = min(screen, key=lambda row: row["s0"] + row["s1"])
 print(f"best on validation: start {best['start']:g}, half-life {best['half-life']:g}: average - live "
       f"{best['s0']:+.4f} and {best['s1']:+.4f} (negative: the average helps)")
@@ -401,6 +402,6 @@ recs = ([ch.run("ngram", 0, steps=30, label=f"noise-30steps-{k}") for k in "ab"]
         + ch.seeds("ngram", n) + ch.seeds("baseline", n) + ch.seeds("ema", n)
         + [ch.run("ema", s, steps=steps, label=f"ema-{steps}steps") for s in range(n)]
         + [ch.run("ema", s, steps=steps, ema=e, label=f"{ema_label(e)}-{steps}steps") for e in screened for s in range(2)])
-costs = {(r.get("budget") or {}).get("cost", {}).get("record") for r in recs} - {None}
+costs = {((r.get("budget") or {}).get("cost") or {}).get("record") for r in recs} - {None}
 benches = [load_bench_record(REPO / p) for p in sorted(costs) if (REPO / p).is_file()]
 ch.records(recs, benches)
