@@ -470,8 +470,26 @@ else:
 # A compressor is a model of text too. Given the training text as context, as the model is, its cost for a held-out
 # split is $8\,(|C(\text{train} + \text{split})| - |C(\text{train})|)$ bits over the split's bytes
 # (`frontier.study.compressors`): xz, PPMd (the context model of 7z) at orders 6 and 16, bzip2 and gzip, on the same
-# validation and test splits the model is scored on. The committed record of this data is read where there is one
-# (`runs/bench/cpu/compressors-cpu-20261204-042610.json` at the `cpu` profile); otherwise the bench runs here.
+# validation and test splits the model is scored on. On two lines of API text first, xz with and without the other
+# line as its context (`frontier.study.compressors.conditional_bpb`):
+
+# %%
+import lzma
+
+from frontier.study.compressors import conditional_bpb
+
+xz = lambda b: lzma.compress(b, preset=9)  # noqa: E731
+context = b"def add(x, y):\n    Return the sum of x and y, element-wise.\n" * 4
+held_out = b"def sub(x, y):\n    Return the difference of x and y, element-wise.\n"
+print(f"xz on the held-out line alone: {8 * len(xz(held_out)) / len(held_out):.2f} bits per byte; given the "
+      f"context: {conditional_bpb(xz, context, held_out):.2f}")
+
+# %% [markdown]
+# Alone, xz spends more than 8 bits a byte on a short line: its container's header costs more than the line holds.
+# Given the context, the line costs only what differs from the text before it, which is why the compressors are
+# scored given the training text, as the model is. At the profile's scale the committed record of this data is read
+# where there is one (`runs/bench/cpu/compressors-cpu-20261204-042610.json` at the `cpu` profile); otherwise the
+# bench runs here.
 
 # %%
 from IPython.display import Markdown, display
