@@ -41,9 +41,27 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_id() -> str | None:
+    """The CPU's family, model and stepping numbers (`6/167/1`): tells apart two models one brand string names
+    alike ("Intel(R) Xeon(R) Processor" covers several generations); None where /proc/cpuinfo does not say."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("cpu family", "model", "stepping") and key.strip() not in fields:
+                fields[key.strip()] = value.strip()
+            if not line.strip() and fields:
+                break
+    except OSError:
+        return None
+    return "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping")) if fields else None
+
+
 def hardware(device: torch.device | None = None) -> dict:
     info = {
         "cpu": cpu_model(),
+        "cpu_id": cpu_id(),
+        "cpu_isa": torch.backends.cpu.get_cpu_capability(),  # the vector kernels torch dispatches to (AVX512, AVX2, ...)
         "cpu_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "machine": platform.machine(),

@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import torch
+
 from frontier import records
 from frontier.study import bench_records
 from frontier.study import experiments as ex
@@ -127,6 +129,9 @@ def test_a_record_of_another_thread_count_is_replayed_as_another_cpu():
     # what else the hardware record holds does not change how a step rounds
     assert (replay._kernels({**xeon, "torch_threads": 2, "cpu_cores": 2, "torch": "2.13.0+cpu"})
             == replay._kernels({**xeon, "torch_threads": 2, "cpu_cores": 4, "torch": "2.13.0"}))
+    # the vector kernels torch dispatches to (an AVX2-only CPU under the same brand string) round otherwise
+    assert (replay._kernels({**xeon, "torch_threads": 1, "cpu_isa": "AVX2"})
+            != replay._kernels({**xeon, "torch_threads": 1, "cpu_isa": "AVX512"}))
     # a record from before the thread count was kept is not assumed to match this machine's threads
     assert replay._kernels(xeon) != replay._kernels({**xeon, "torch_threads": 2})
     assert replay.check_losses([10], [4.804433822631836], [0.0] * 9 + [4.804433345794678],
@@ -247,3 +252,17 @@ def test_a_record_of_a_commit_not_here_is_scored_by_a_retrain_of_its_code(tmp_pa
     assert ok and "scores the same" in why
     write(1e-3)  # scored otherwise: the scorer may have changed
     assert not replay._scorer_by_retrain(lost, root=tmp_path)[0]
+
+
+def test_the_hardware_record_names_the_cpu_model_and_its_vector_kernels(monkeypatch):
+    """One brand string ("Intel(R) Xeon(R) Processor") covers several generations: the record keeps the family,
+    model and stepping numbers and the vector kernels torch picked, which is what tells two CPU models apart."""
+    from frontier import records
+
+    hw = records.hardware()
+    assert hw["cpu_isa"] == torch.backends.cpu.get_cpu_capability()
+    if Path("/proc/cpuinfo").exists():
+        family, model, stepping = hw["cpu_id"].split("/")
+        assert family.isdigit() and model.isdigit()
+    monkeypatch.setattr(records, "Path", lambda p: Path("/nonexistent/cpuinfo"))
+    assert records.cpu_id() is None

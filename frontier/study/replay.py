@@ -191,7 +191,9 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
         replayed = replay_losses(cfg, dataset, device, rec["seed"], max(steps), rec.get("early_fracs"))
         result["replay_s"] = time.perf_counter() - t0
         logged = dict(zip(curve["step"], curve["train_loss"]))
-        theirs, ours = _kernels(rec.get("hardware") or {}), _kernels(result["hardware"])
+        theirs_hw = rec.get("hardware") or {}
+        ours_hw = result["hardware"] if "cpu_isa" in theirs_hw else {**result["hardware"], "cpu_isa": None}
+        theirs, ours = _kernels(theirs_hw), _kernels(ours_hw)  # a record that does not name its kernels: the CPU's
         ok, why = check_losses(steps, [logged[s] for s in steps], replayed,
                               loss_tolerance(cfg, rec.get("world_size", 1), same_cpu=theirs == ours))
         if theirs != ours:
@@ -215,10 +217,11 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
 
 
 def _kernels(hardware: dict) -> str:
-    """What decides how an eager CPU step rounds: the CPU model and the torch threads (a record from before the
-    thread count was kept: the CPU alone)."""
-    threads = hardware.get("torch_threads")
-    return f"{hardware.get('cpu')}" + (f", {threads} torch threads" if threads is not None else "")
+    """What decides how an eager CPU step rounds: the CPU model, the vector kernels torch dispatches to and the
+    torch threads (a record from before these were kept: the CPU alone)."""
+    threads, isa = hardware.get("torch_threads"), hardware.get("cpu_isa")
+    return (f"{hardware.get('cpu')}" + (f" ({isa})" if isa else "")
+            + (f", {threads} torch threads" if threads is not None else ""))
 
 
 def count_scored(dataset: Dataset, cfg: RunConfig) -> tuple[int, int]:
