@@ -31,7 +31,7 @@ class BigramConfig:
 # discounting with one discount per context length, and with three (D1, D2, D3+: modified Kneser-Ney's discounts,
 # without its continuation-count lower orders, which the tables do not keep).
 NGRAM_SMOOTHINGS = ("witten-bell", "absolute", "absolute-modified")
-NGRAM_MIXERS = ("global", "counts")
+NGRAM_MIXERS = ("global", "counts", "hidden")
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,8 @@ class NGramConfig:
     # from its share of the text); "all", tables counted from every training window (counted beside the folds')
     smoothing: str = "witten-bell"  # how each context length backs off to the next shorter one (`NGRAM_SMOOTHINGS`)
     mixer: str = "global"  # the weights over context lengths and the bias scale: "global", one learned set; "counts",
-    # per position from the contexts' counts (`NGRAM_MIXERS`, `frontier.model.ngram`)
+    # per position from the contexts' counts; "hidden", per position from the network's last hidden state
+    # (`NGRAM_MIXERS`, `frontier.model.ngram`)
 
     def __post_init__(self):
         if self.smoothing not in NGRAM_SMOOTHINGS:

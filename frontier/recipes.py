@@ -105,6 +105,10 @@ NGRAM_TABLES = NGRAM.derive("ngram-tables", "the n-gram mix with better tables: 
                             "discounting, more continuations kept", **NGRAM_TABLES_FEATURES)
 NGRAM_CTX = NGRAM_TABLES.derive("ngram-ctx", "the better tables, mixed per position: the weights over context "
                                 "lengths and the bias scale from the contexts' counts", ngram_mixer="counts")
+NGRAM_HIDDEN = NGRAM.derive("ngram-hidden", "the n-gram mix weighed per position by the network: the weights over "
+                            "context lengths and the bias scale from its last hidden state", ngram_mixer="hidden")
+NGRAM_TABLES_HIDDEN = NGRAM_TABLES.derive("ngram-tables-hidden", "the better tables, weighed per position by the "
+                                          "network's last hidden state", ngram_mixer="hidden")
 GATE = EMA.derive("gate", "gated attention: a per-head gate 2*sigmoid(W x[:12]) on the attention output, W "
                   "zero-initialised (every gate 1 at the start), on top of `ema`", attn_gate=True)
 # The size chapter 07's sweep chose for the n-gram recipe at the cpu profile: a smaller model's extra steps were worth
@@ -127,7 +131,7 @@ NGRAM_ONLY_CTX = NGRAM_ONLY_TABLES.derive("ngram-only-ctx", "the n-gram model al
                                           "position from the counts", ngram_mixer="counts")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
-                                         NGRAM_ONLY, EMA, GATE, NGRAM_SIZED, NGRAM_TUNED, NGRAM_TABLES, NGRAM_CTX, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
+                                         NGRAM_ONLY, EMA, GATE, NGRAM_SIZED, NGRAM_TUNED, NGRAM_TABLES, NGRAM_CTX, NGRAM_HIDDEN, NGRAM_TABLES_HIDDEN, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
 # The final recipe (chapter 07): the last rung of the ladder whose every part the rule keeps (frontier.study.compare:
 # p < 0.01 over 5 paired seeds at equal steps); `final` and `best` are names for it (what `make demo` trains), its
 # runs recorded under its own name. On the docstrings corpus the weight average (`ema`) is not shown: at equal steps

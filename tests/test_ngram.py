@@ -207,10 +207,10 @@ def test_the_leak_test_catches_counting_during_evaluation(tmp_path, corpus_dir, 
 
     real_bias = NGramMix.bias
 
-    def counting_bias(self, x, batch_fold=None):
+    def counting_bias(self, x, batch_fold=None, hidden=None):
         if not self.training:  # evaluation: count the window's own transitions (a leak) before scoring it
             self.observe(x[:, :-1], x[:, 1:])
-        return real_bias(self, x, batch_fold)
+        return real_bias(self, x, batch_fold, hidden)
 
     monkeypatch.setattr(NGramMix, "bias", counting_bias)
     _, changed_by_eval, differ = _validation_counts(tmp_path, corpus_dir, "stream", monkeypatch)

@@ -90,8 +90,65 @@ def test_gradients_reach_the_head():
 
 
 def test_an_unknown_mixer_is_one_clear_error():
-    with pytest.raises(UserError, match="unknown n-gram mixer 'hidden'"):
-        NGramConfig(mixer="hidden")
+    with pytest.raises(UserError, match="unknown n-gram mixer 'gates'"):
+        NGramConfig(mixer="gates")
+
+
+def _gpt(mixer, seed=0):
+    """A smoke-sized `ngram-tables` network with `mixer`, its tables counted from two folds of the test text."""
+    from frontier.model.gpt import GPT
+
+    cfg = resolve("ngram-tables", "smoke", vocab_size=V, ngram={"mixer": mixer})
+    torch.manual_seed(seed)
+    model = GPT(cfg.model, max_seq_len=64, batch_size=2)
+    t = torch.tensor(text(2000, 0, repeat=0.6)).view(8, -1)[:, :65]
+    for f in (0, 1):
+        model.ngram.observe(t[f::2, :-1], t[f::2, 1:], f)
+    return model, t[:2, :-1], t[:2, 1:]
+
+
+def test_the_hidden_mixer_starts_as_the_global_mixing_and_then_reads_the_network():
+    hidden, x, y = _gpt("hidden")
+    glob, _, _ = _gpt("global")
+    glob.load_state_dict({k: v for k, v in hidden.state_dict().items() if "mix_head" not in k})
+    assert hidden.ngram.mix_head.in_features == hidden.cfg.n_embd
+    for fold in (None, 0):  # evaluation's dense bias and a training batch's sparse one
+        assert torch.allclose(hidden(x, y, fold=fold), glob(x, y, fold=fold), atol=1e-6), fold
+    with torch.no_grad():
+        hidden.ngram.mix_head.weight.normal_(std=0.2)
+    h = hidden.hidden(x)
+    *_, scale, pi = hidden.ngram.entries(x, 0, with_weights=True, hidden=h)
+    assert pi.shape == (hidden.ngram.K + 1, *x.shape) and scale.std() > 0.01  # per position, from the state
+    assert not torch.allclose(hidden(x, y, fold=0), glob(x, y, fold=0))
+    # the sparse training bias is the dense formula's, the mixing weights read from the same state
+    z = torch.randn(*x.shape, V)
+    assert torch.allclose(torch.softmax(hidden.ngram.add_to(z, x, 1, hidden=h), -1),
+                          torch.softmax(z + hidden.ngram.bias(x, 1, hidden=h), -1), atol=1e-5)
+    # what the model scores is that formula on its own hidden state
+    logits = hidden(x)
+    assert torch.allclose(logits, hidden.network_logits(x) + hidden.ngram.bias(x, hidden=h), atol=1e-4)
+
+
+def test_the_hidden_mixer_trains_the_head_and_the_network_through_it():
+    model, x, y = _gpt("hidden")
+    with torch.no_grad():
+        model.ngram.mix_head.weight.normal_(std=0.1)
+    model(x, y, fold=0).backward()
+    assert model.ngram.mix_head.weight.grad.abs().sum() > 0 and model.ngram.mix_head.bias.grad.abs().sum() > 0
+    # the blocks' last projection (zero at the start) gets a gradient from the mixer as well as from the head
+    head_only, _, _ = _gpt("global")
+    head_only.load_state_dict({k: v for k, v in model.state_dict().items() if "mix_head" not in k})
+    head_only(x, y, fold=0).backward()
+    a, b = model.blocks[-1].mlp.c_proj.weight.grad, head_only.blocks[-1].mlp.c_proj.weight.grad
+    assert not torch.allclose(a, b)
+
+
+def test_the_hidden_mixer_needs_a_network_and_its_state():
+    with pytest.raises(UserError, match="reads a network's hidden state.*'global' or 'counts'"):
+        NGramMix(NGramConfig(mixer="hidden"), V)
+    model, x, _ = _gpt("hidden")
+    with pytest.raises(ValueError, match="pass hidden="):
+        model.ngram.bias(x)
 
 
 def test_the_global_mixer_keeps_the_config_hash_it_had():

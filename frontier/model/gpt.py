@@ -111,7 +111,7 @@ class GPT(nn.Module):
         if cfg.ngram is not None:
             from .ngram import NGramMix
 
-            self.ngram = NGramMix(cfg.ngram, cfg.vocab_size)
+            self.ngram = NGramMix(cfg.ngram, cfg.vocab_size, cfg.n_embd)
         self.reset_parameters()
 
     @torch.no_grad()
@@ -144,17 +144,20 @@ class GPT(nn.Module):
         float32, with the n-gram bias where the model has one. `fold`: which fold of the training data the batch
         comes from (None when evaluating), for the n-gram bias."""
         if targets is None:
-            z = self._capped_logits(self.hidden(idx))
-            return self.ngram.add_to(z, idx, fold) if self.ngram is not None else z
+            h = self.hidden(idx)
+            z = self._capped_logits(h)
+            return self.ngram.add_to(z, idx, fold, hidden=h) if self.ngram is not None else z
+        # The "hidden" mixer weighs the counts by the network's state: its bias waits for the network.
+        h = self.hidden(idx) if self.ngram is not None and self.ngram.reads_hidden else None
         bias = {}
         if self.ngram is not None and fold is not None:
-            # A training batch's bias, in sparse form; it depends on the tokens only, and computing it first keeps
-            # the rest of the model one graph when compiled (the bias itself runs eagerly).
-            log_p0, toks, corr = self.ngram.bias_parts(idx, fold)
+            # A training batch's bias, in sparse form; with the other mixers it depends on the tokens only, and
+            # computing it first keeps the rest of the model one graph when compiled (the bias itself runs eagerly).
+            log_p0, toks, corr = self.ngram.bias_parts(idx, fold, h)
             bias = dict(bias_row=log_p0, bias_tokens=toks.flatten(0, 1), bias_values=corr.flatten(0, 1))
-        elif self.ngram is not None:
-            bias = dict(bias_dense=self.ngram.bias(idx).flatten(0, 1))  # evaluation: dense, over the folds' average
-        h = self.hidden(idx)
+        elif self.ngram is not None:  # evaluation: dense, over the folds' average
+            bias = dict(bias_dense=self.ngram.bias(idx, hidden=h).flatten(0, 1))
+        h = self.hidden(idx) if h is None else h
         loss = ops.head_softcap_cross_entropy(h.flatten(0, 1), self.lm_head.weight, targets.reshape(-1),
                                               self.cfg.logit_softcap, self.kernels, **bias)
         return loss.view(targets.shape) if reduction == "none" else loss.mean()

@@ -103,13 +103,14 @@ def explain_positions(model, x: torch.Tensor, y: torch.Tensor) -> dict:
     averaged over the folds' tables, each (B, T))."""
     ng = model.ngram
     z = model.network_logits(x)
+    h = model.hidden(x) if ng.reads_hidden else None  # what the "hidden" mixer reads
     nll = lambda logits: F.cross_entropy(logits.flatten(0, 1), y.reshape(-1), reduction="none").view(y.shape)
-    nats_network, nats_mixed = nll(z), nll(ng.add_to(z, x))
+    nats_network, nats_mixed = nll(z), nll(ng.add_to(z, x, hidden=h))
     lengths = torch.arange(ng.K + 1, dtype=torch.float32, device=x.device)
     context = scale = known = 0
     tables = ng.eval_tables()
     for f in tables:
-        *_, s, pi = ng.entries(x, f, with_weights=True)
+        *_, s, pi = ng.entries(x, f, with_weights=True, hidden=h)
         pi = pi if pi.dim() > 1 else pi[:, None, None].expand(-1, *x.shape)
         context = context + (lengths[:, None, None] * pi).sum(0)
         scale = scale + (s if s.dim() else s.expand(x.shape))

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ...config import NGramConfig
+from ...errors import UserError
 from .counting import _claim, _claim_np, _count_group, _count_group_torch, shard_batches
 from .hashing import LOW, _bucket, _bucket_np, _fingerprint, _fingerprint_np, context_hashes, unpack_slots
 from .smoothing import _discounted, _witten_bell, count_discounts
@@ -31,7 +32,9 @@ def count_features(n: torch.Tensor, t: torch.Tensor, known: torch.Tensor) -> tor
 
 
 class NGramMix(nn.Module):
-    def __init__(self, cfg: NGramConfig, vocab: int):
+    """`n_embd`: the width of the network's hidden state, which the "hidden" mixer reads (None: no network)."""
+
+    def __init__(self, cfg: NGramConfig, vocab: int, n_embd: int | None = None):
         super().__init__()
         self.cfg, self.V, self.K, self.F = cfg, vocab, cfg.max_order, cfg.folds
         # With eval_counts "all" (and more than one fold), table set F counts every training window: evaluation's.
@@ -52,9 +55,13 @@ class NGramMix(nn.Module):
         self._version, self._discounts = 0, {}  # the tables' version (bumped whenever they change); discounts by fold
         self.mix_logits = nn.Parameter(torch.zeros(cfg.max_order + 1))  # pi over context lengths 0..K
         self.scale = nn.Parameter(torch.tensor(1.0))
-        self.mix_head = None
-        if cfg.mixer == "counts":  # offsets of the K+1 mixture logits and of the scale, per position, from its counts
-            self.mix_head = nn.Linear(COUNT_FEATURES * cfg.max_order, cfg.max_order + 2)
+        self.mix_head, self.reads_hidden = None, cfg.mixer == "hidden"
+        if self.reads_hidden and n_embd is None:
+            raise UserError("the n-gram mixer 'hidden' reads a network's hidden state, and this model has no network",
+                            "use the mixer 'global' or 'counts' for the n-gram model alone")
+        if cfg.mixer in ("counts", "hidden"):  # offsets of the K+1 mixture logits and of the scale, per position
+            inputs = COUNT_FEATURES * cfg.max_order if cfg.mixer == "counts" else n_embd
+            self.mix_head = nn.Linear(inputs, cfg.max_order + 2)
             nn.init.zeros_(self.mix_head.weight)  # it starts as the global mixture
             nn.init.zeros_(self.mix_head.bias)
 
@@ -227,11 +234,14 @@ class NGramMix(nn.Module):
         rows, valid, _, ctx_table = self._groups(x.long(), f)[1]
         return valid & ((ctx_table[rows] & LOW) > 0)
 
-    def entries(self, x: torch.Tensor, f: int, with_weights: bool = False):
+    def entries(self, x: torch.Tensor, f: int, with_weights: bool = False, hidden: torch.Tensor | None = None):
         """P_mix from the tables of fold f, for every position of x, as (P_0 (V,), coef_0 (B, T), tokens
-        (B, T, E), values (B, T, E), scale (0-d, or (B, T) with the "counts" mixer)): P_mix(w) = coef_0 * P_0(w)
+        (B, T, E), values (B, T, E), scale (0-d, or (B, T) with a per-position mixer)): P_mix(w) = coef_0 * P_0(w)
         + the values of the entries whose token is w; `scale` is the bias's. `with_weights`: also pi, the
-        weights over context lengths 0..K, (K + 1,) or (K + 1, B, T)."""
+        weights over context lengths 0..K, (K + 1,) or (K + 1, B, T). `hidden`: the network's last hidden state
+        (B, T, n_embd), which the "hidden" mixer reads (the others ignore it)."""
+        if self.reads_hidden and hidden is None:
+            raise ValueError("the 'hidden' mixer needs the network's hidden state: pass hidden=model.hidden(x)")
         x = x.long()
         B, T = x.shape
         escapes, shares, toks, feats = [], [], [], []
@@ -248,11 +258,11 @@ class NGramMix(nn.Module):
             escapes.extend(a.unbind(0))
             shares.extend(s.unbind(0))
             toks.extend(tok.clamp_min(0).unbind(0))
-            if self.mix_head is not None:
+            if self.cfg.mixer == "counts":
                 feats.extend(count_features(n, t, valid & (n > 0)).unbind(0))
         pi, scale = self.mixture(), self.scale
         if self.mix_head is not None:  # per position: the global logits and scale plus the head's offsets
-            offsets = self.mix_head(torch.cat(feats, -1))  # (B, T, K + 2)
+            offsets = self.mix_head(hidden if self.reads_hidden else torch.cat(feats, -1))  # (B, T, K + 2)
             pi = torch.softmax(self.mix_logits + offsets[..., :-1], -1).movedim(-1, 0)  # (K + 1, B, T)
             scale = self.scale + offsets[..., -1]
         coef = [None] * (self.K + 1)  # coef_k = pi_k + a_{k+1} coef_{k+1}; escapes[k-1] is a_k
@@ -263,41 +273,43 @@ class NGramMix(nn.Module):
         out = self.unigram(f), coef[0], torch.cat(toks, -1), values, scale
         return out + (pi,) if with_weights else out
 
-    def floor_and_distribution(self, x: torch.Tensor, batch_fold: int | None = None):
+    def floor_and_distribution(self, x: torch.Tensor, batch_fold: int | None = None,
+                               hidden: torch.Tensor | None = None):
         """(floor, P_mix), dense (B, T, V): P_mix(next token | context) and its floor coef_0 * P_0 (the mass that
         backed off all the way to the unigram), as a training batch of `batch_fold` sees them, or (None) as
-        evaluation does, averaged over the folds' tables."""
-        return self._dense(x, batch_fold)[:2]
+        evaluation does, averaged over the folds' tables. `hidden`: as `entries`."""
+        return self._dense(x, batch_fold, hidden)[:2]
 
-    def _dense(self, x: torch.Tensor, batch_fold: int | None = None):
+    def _dense(self, x: torch.Tensor, batch_fold: int | None = None, hidden: torch.Tensor | None = None):
         """(floor, P_mix, scale): `floor_and_distribution` and the bias scale (averaged over the folds' tables as
-        the distributions are; (B, T, 1) with the "counts" mixer)."""
+        the distributions are; (B, T, 1) with a per-position mixer)."""
         folds = self.eval_tables() if batch_fold is None else [self.tables_for(batch_fold)]
         floor = total = scale = 0
         for f in folds:
-            p0, c0, toks, values, s = self.entries(x, f)
+            p0, c0, toks, values, s = self.entries(x, f, hidden=hidden)
             fl = c0[..., None] * p0
             floor, total = floor + fl, total + fl.scatter_add(-1, toks, values)
             scale = scale + (s[..., None] if s.dim() else s)
         return floor / len(folds), total / len(folds), scale / len(folds)
 
-    def distribution(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
+    def distribution(self, x: torch.Tensor, batch_fold: int | None = None,
+                     hidden: torch.Tensor | None = None) -> torch.Tensor:
         """P_mix(next token | context), dense (B, T, V); rows sum to 1."""
-        return self.floor_and_distribution(x, batch_fold)[1]
+        return self.floor_and_distribution(x, batch_fold, hidden)[1]
 
     # ------------------------------------------------------------------ the bias
-    def bias(self, x: torch.Tensor, batch_fold: int | None = None) -> torch.Tensor:
+    def bias(self, x: torch.Tensor, batch_fold: int | None = None, hidden: torch.Tensor | None = None) -> torch.Tensor:
         """(1 - scale) * log floor + scale * log P_mix, dense (B, T, V)."""
-        floor, p, scale = self._dense(x, batch_fold)
+        floor, p, scale = self._dense(x, batch_fold, hidden)
         return (1 - scale) * torch.log(floor) + scale * torch.log(p)
 
     @torch.compiler.disable
-    def bias_parts(self, x: torch.Tensor, batch_fold: int):
+    def bias_parts(self, x: torch.Tensor, batch_fold: int, hidden: torch.Tensor | None = None):
         """The bias of a training batch as (log P_0 (V,), tokens (B, T, E), corrections (B, T, E)): log P_0 plus
         the corrections scattered at their tokens equals `bias` up to a per-position constant (log coef_0, which
         the softmax cancels). Always eager (one graph break in a compiled model): its integer hashing must match
         the eager counting bit for bit."""
-        p0, c0, toks, values, scale = self.entries(x, self.tables_for(batch_fold))
+        p0, c0, toks, values, scale = self.entries(x, self.tables_for(batch_fold), hidden=hidden)
         key = toks.to(torch.int16 if self.V <= 32767 else torch.int32)  # a narrow key sorts faster
         _, order = key.sort(-1)  # entries for the same token become neighbours ...
         toks, values = toks.gather(-1, order), values.gather(-1, order)
@@ -314,12 +326,14 @@ class NGramMix(nn.Module):
         corrections = torch.where(last, scale * gain, torch.zeros_like(gain))
         return torch.log(p0), toks, corrections
 
-    def add_to(self, logits: torch.Tensor, x: torch.Tensor, batch_fold: int | None = None, parts=None) -> torch.Tensor:
+    def add_to(self, logits: torch.Tensor, x: torch.Tensor, batch_fold: int | None = None, parts=None,
+               hidden: torch.Tensor | None = None) -> torch.Tensor:
         """logits + bias. Training batches (of `batch_fold`) take the sparse form (`parts`: `bias_parts` computed
-        already); evaluation (None) the dense form over the folds' average (exact, uncharged)."""
+        already); evaluation (None) the dense form over the folds' average (exact, uncharged). `hidden`: as
+        `entries`."""
         if batch_fold is None:
-            return logits + self.bias(x)
-        log_p0, toks, corr = parts if parts is not None else self.bias_parts(x, batch_fold)
+            return logits + self.bias(x, hidden=hidden)
+        log_p0, toks, corr = parts if parts is not None else self.bias_parts(x, batch_fold, hidden)
         return (logits + log_p0).scatter_add(-1, toks, corr)
 
     # ------------------------------------------------------------------ reporting

@@ -1,0 +1,31 @@
+"""The n-gram mix's tables and mixers at the final recipe's steps (cpu profile, docstrings corpus, 389 steps: what
+the budget buys `ngram`), paired by seed with the ladder's `ngram` runs at equal steps: the better tables with the
+global mixing (`ngram-tables`), mixed from their counts (`ngram-ctx`), and the network's hidden state weighing the
+context lengths and the bias scale per position, over the recipe's tables (`ngram-hidden`) and the better ones
+(`ngram-tables-hidden`). Screen: seeds 0 and 1; `python driver.py confirm RECIPE`: seeds 2-4.
+Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
+"""
+import sys
+
+from frontier.profiles import get_profile
+from frontier.study import experiments as ex
+from frontier.study.workers import one_thread_jobs
+
+P = get_profile("cpu")
+STEPS = 389  # `ngram`'s steps at the profile's budget (the ladder's runs/cpu/docstrings/ngram/s*)
+RECIPES = ["ngram-hidden", "ngram-tables-hidden", "ngram-tables", "ngram-ctx"]
+
+
+def job(what):
+    recipe, seed = what
+    rec = ex.run(recipe, P, seed=seed, steps=STEPS, label=f"{recipe}-{STEPS}steps", log=print)
+    return f"{recipe} s{seed}: {rec['steps']} steps, val_bpb {rec['val_bpb']:.4f}, test_bpb {rec['test_bpb']:.4f}"
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["confirm"]:
+        jobs = [(sys.argv[2], s) for s in (2, 3, 4)]
+    else:
+        jobs = [(r, s) for s in (0, 1) for r in RECIPES]
+    for line in one_thread_jobs(job, jobs, workers=2):
+        print(line, flush=True)
