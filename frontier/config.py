@@ -189,6 +189,13 @@ class RunConfig:
     optim: OptimConfig
     train: TrainConfig
 
+    def __post_init__(self):
+        if self.train.compile and self.model.ngram is not None and self.model.ngram.mixer == "hidden":
+            # Its bias (eager) sits between two compiled graphs, whose kernel-call tally the second one's counting
+            # changes under the first one's saved backward (autograd refuses it).
+            raise UserError("the n-gram mixer 'hidden' does not run in a compiled model",
+                            "train it without compile (the recipes ngram-hidden and ngram-tables-hidden)")
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -105,10 +105,13 @@ NGRAM_TABLES = NGRAM.derive("ngram-tables", "the n-gram mix with better tables: 
                             "discounting, more continuations kept", **NGRAM_TABLES_FEATURES)
 NGRAM_CTX = NGRAM_TABLES.derive("ngram-ctx", "the better tables, mixed per position: the weights over context "
                                 "lengths and the bias scale from the contexts' counts", ngram_mixer="counts")
+# The hidden-state mixer runs eager: its bias, computed between the network and the head, splits a compiled model
+# into two graphs, which the kernels' call tally does not survive (`RunConfig` refuses it).
 NGRAM_HIDDEN = NGRAM.derive("ngram-hidden", "the n-gram mix weighed per position by the network: the weights over "
-                            "context lengths and the bias scale from its last hidden state", ngram_mixer="hidden")
+                            "context lengths and the bias scale from its last hidden state (eager)",
+                            ngram_mixer="hidden", compile=False)
 NGRAM_TABLES_HIDDEN = NGRAM_TABLES.derive("ngram-tables-hidden", "the better tables, weighed per position by the "
-                                          "network's last hidden state", ngram_mixer="hidden")
+                                          "network's last hidden state (eager)", ngram_mixer="hidden", compile=False)
 GATE = EMA.derive("gate", "gated attention: a per-head gate 2*sigmoid(W x[:12]) on the attention output, W "
                   "zero-initialised (every gate 1 at the start), on top of `ema`", attn_gate=True)
 # The size chapter 07's sweep chose for the n-gram recipe at the cpu profile: a smaller model's extra steps were worth

@@ -95,10 +95,10 @@ def test_an_unknown_mixer_is_one_clear_error():
 
 
 def _gpt(mixer, seed=0):
-    """A smoke-sized `ngram-tables` network with `mixer`, its tables counted from two folds of the test text."""
+    """A smoke-sized `ngram-tables-hidden` network with `mixer`, its tables counted from two folds of the test text."""
     from frontier.model.gpt import GPT
 
-    cfg = resolve("ngram-tables", "smoke", vocab_size=V, ngram={"mixer": mixer})
+    cfg = resolve("ngram-tables-hidden", "smoke", vocab_size=V, ngram={"mixer": mixer})  # eager, as that recipe
     torch.manual_seed(seed)
     model = GPT(cfg.model, max_seq_len=64, batch_size=2)
     t = torch.tensor(text(2000, 0, repeat=0.6)).view(8, -1)[:, :65]
@@ -149,6 +149,9 @@ def test_the_hidden_mixer_needs_a_network_and_its_state():
     model, x, _ = _gpt("hidden")
     with pytest.raises(ValueError, match="pass hidden="):
         model.ngram.bias(x)
+    with pytest.raises(UserError, match="'hidden' does not run in a compiled model.*without compile"):
+        resolve("ngram", "smoke", ngram={"mixer": "hidden"})
+    assert not resolve("ngram-hidden", "cpu").train.compile and resolve("ngram-hidden", "cpu").model.ngram.mixer == "hidden"
 
 
 def test_the_global_mixer_keeps_the_config_hash_it_had():
