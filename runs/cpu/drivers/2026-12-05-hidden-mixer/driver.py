@@ -2,7 +2,9 @@
 the budget buys `ngram`), paired by seed with the ladder's `ngram` runs at equal steps: the better tables with the
 global mixing (`ngram-tables`), mixed from their counts (`ngram-ctx`), and the network's hidden state weighing the
 context lengths and the bias scale per position, over the recipe's tables (`ngram-hidden`) and the better ones
-(`ngram-tables-hidden`). Screen: seeds 0 and 1; `python driver.py confirm RECIPE`: seeds 2-4.
+(`ngram-tables-hidden`). Screen: seeds 0 and 1; `python driver.py confirm RECIPE`: seeds 2-4; `python driver.py
+alone`: the n-gram model alone with the recipe's tables and with the better ones (`ngram-only`, `ngram-only-tables`),
+seed 0, at the same steps: whether the better tables are better on this corpus at all.
 Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
 import sys
@@ -25,6 +27,8 @@ def job(what):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["confirm"]:
         jobs = [(sys.argv[2], s) for s in (2, 3, 4)]
+    elif sys.argv[1:2] == ["alone"]:
+        jobs = [("ngram-only", 0), ("ngram-only-tables", 0)]
     else:
         jobs = [(r, s) for s in (0, 1) for r in RECIPES]
     for line in one_thread_jobs(job, jobs, workers=2):
