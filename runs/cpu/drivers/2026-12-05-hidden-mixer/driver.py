@@ -4,12 +4,15 @@ global mixing (`ngram-tables`), mixed from their counts (`ngram-ctx`), and the n
 context lengths and the bias scale per position, over the recipe's tables (`ngram-hidden`) and the better ones
 (`ngram-tables-hidden`). Screen: seeds 0 and 1; `python driver.py confirm RECIPE`: seeds 2-4; `python driver.py
 alone`: the n-gram model alone with the recipe's tables and with the better ones (`ngram-only`, `ngram-only-tables`),
-seed 0, at the same steps: whether the better tables are better on this corpus at all.
+seed 0, at the same steps: whether the better tables are better on this corpus at all; `python driver.py buckets`:
+`ngram` and `ngram-tables` with the gpu profile's table sizes (2^20 buckets per context length, 2^28 bits of the
+seen set, against the cpu profile's 2^18 and 2^24, sized for the embedded corpus's 650k tokens), seed 0.
 Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
 import sys
 
 from frontier.profiles import get_profile
+from frontier.recipes import ngram_label
 from frontier.study import experiments as ex
 from frontier.study.workers import one_thread_jobs
 
@@ -18,15 +21,22 @@ STEPS = 389  # `ngram`'s steps at the profile's budget (the ladder's runs/cpu/do
 RECIPES = ["ngram-hidden", "ngram-tables-hidden", "ngram-tables", "ngram-ctx"]
 
 
+BIG = {"buckets_log2": 20, "seen_log2": 28}
+
+
 def job(what):
-    recipe, seed = what
-    rec = ex.run(recipe, P, seed=seed, steps=STEPS, label=f"{recipe}-{STEPS}steps", log=print)
-    return f"{recipe} s{seed}: {rec['steps']} steps, val_bpb {rec['val_bpb']:.4f}, test_bpb {rec['test_bpb']:.4f}"
+    recipe, seed, *ngram = what
+    ngram = ngram[0] if ngram else None
+    label = f"{ngram_label(recipe, ngram) if ngram else recipe}-{STEPS}steps"
+    rec = ex.run(recipe, P, seed=seed, steps=STEPS, ngram=ngram, label=label, log=print)
+    return f"{label} s{seed}: {rec['steps']} steps, val_bpb {rec['val_bpb']:.4f}, test_bpb {rec['test_bpb']:.4f}"
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["confirm"]:
         jobs = [(sys.argv[2], s) for s in (2, 3, 4)]
+    elif sys.argv[1:2] == ["buckets"]:
+        jobs = [("ngram-tables", 0, BIG), ("ngram", 0, BIG)]
     elif sys.argv[1:2] == ["alone"]:
         jobs = [("ngram-only", 0), ("ngram-only-tables", 0)]
     else:
