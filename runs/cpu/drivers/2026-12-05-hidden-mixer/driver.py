@@ -6,7 +6,8 @@ context lengths and the bias scale per position, over the recipe's tables (`ngra
 alone`: the n-gram model alone with the recipe's tables and with the better ones (`ngram-only`, `ngram-only-tables`),
 seed 0, at the same steps: whether the better tables are better on this corpus at all; `python driver.py buckets`:
 `ngram` and `ngram-tables` with the gpu profile's table sizes (2^20 buckets per context length, 2^28 bits of the
-seen set, against the cpu profile's 2^18 and 2^24, sized for the embedded corpus's 650k tokens), seed 0.
+seen set, against the cpu profile's 2^18 and 2^24, sized for the embedded corpus's 650k tokens), seed 0;
+`python driver.py buckets-confirm`: `ngram` at those sizes, seeds 1-4.
 Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
 import sys
@@ -37,6 +38,8 @@ if __name__ == "__main__":
         jobs = [(sys.argv[2], s) for s in (2, 3, 4)]
     elif sys.argv[1:2] == ["buckets"]:
         jobs = [("ngram-tables", 0, BIG), ("ngram", 0, BIG)]
+    elif sys.argv[1:2] == ["buckets-confirm"]:
+        jobs = [("ngram", s, BIG) for s in (1, 2, 3, 4)]
     elif sys.argv[1:2] == ["alone"]:
         jobs = [("ngram-only", 0), ("ngram-only-tables", 0)]
     else:
