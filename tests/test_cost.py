@@ -127,7 +127,11 @@ def test_measuring_a_cost_interleaves_the_probe_with_the_steps(smoke_data):
     # shard counting, in reference s a token: charged in proportion to the split a run counts
     assert cost.count_s_per_token == pytest.approx(measured["counting_s"] * 2 / n, rel=1e-9)
     assert cost.once_s(n) == pytest.approx(cost.fixed_s + measured["counting_s"] * 2, rel=1e-9)
-    assert cost.steps_for(10.0, 2 * n) < cost.steps_for(10.0, n)  # a bigger split to count buys fewer steps
+    # a bigger split to count buys fewer steps (at a step cost where counting n tokens takes ten steps, so that
+    # the difference shows however slowly this machine ran the timed steps)
+    tens = dataclasses.replace(cost, step_s=cost.count_s_per_token * n / 10)
+    budget = 4 * n * cost.count_s_per_token
+    assert tens.steps_for(budget, 2 * n) < tens.steps_for(budget, n)
 
 
 def test_explicit_steps_need_no_cost(smoke_data, tmp_path):
