@@ -7,7 +7,9 @@ alone`: the n-gram model alone with the recipe's tables and with the better ones
 seed 0, at the same steps: whether the better tables are better on this corpus at all; `python driver.py buckets`:
 `ngram` and `ngram-tables` with the gpu profile's table sizes (2^20 buckets per context length, 2^28 bits of the
 seen set, against the cpu profile's 2^18 and 2^24, sized for the embedded corpus's 650k tokens), seed 0;
-`python driver.py buckets-confirm`: `ngram` at those sizes, seeds 1-4.
+`python driver.py buckets-confirm`: `ngram` at those sizes, seeds 1-4; `python driver.py buckets-more`: `ngram` at 2^22
+buckets (all 16 context lengths, and lengths up to 8), seed 0; `python driver.py tables-confirm`: `ngram-tables` at
+2^20 buckets, seeds 1-4.
 Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
 import sys
@@ -40,6 +42,11 @@ if __name__ == "__main__":
         jobs = [("ngram-tables", 0, BIG), ("ngram", 0, BIG)]
     elif sys.argv[1:2] == ["buckets-confirm"]:
         jobs = [("ngram", s, BIG) for s in (1, 2, 3, 4)]
+    elif sys.argv[1:2] == ["buckets-more"]:
+        jobs = [("ngram", 0, {"buckets_log2": 22, "seen_log2": 28}),
+                ("ngram", 0, {"buckets_log2": 22, "seen_log2": 28, "max_order": 8})]
+    elif sys.argv[1:2] == ["tables-confirm"]:
+        jobs = [("ngram-tables", s, BIG) for s in (1, 2, 3, 4)]
     elif sys.argv[1:2] == ["alone"]:
         jobs = [("ngram-only", 0), ("ngram-only-tables", 0)]
     else:
