@@ -60,6 +60,12 @@ def test_lower_step_time_is_better():
     assert diffs[0].verdict.startswith("better beyond the noise")
 
 
+def test_the_test_split_score_is_compared_lower_is_better():
+    _, diffs = compare(group_of("a", [1.69, 1.70, 1.68], "test_bpb", recipe="a")
+                       + group_of("b", [1.66, 1.67, 1.65], "test_bpb", recipe="b"), metric="test_bpb")
+    assert diffs[0].delta < 0 and diffs[0].verdict.startswith("better beyond the noise")
+
+
 def test_unknown_metric_is_one_error_naming_the_known_ones():
     with pytest.raises(UserError) as e:
         compare(group_of("a", [1.0, 1.1], "val_bpb"), metric="bogus")

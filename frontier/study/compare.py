@@ -216,6 +216,8 @@ def judge_speed(bench: dict, parent: str, variant: str, parent_runs: list[dict] 
 METRICS: dict[str, bool] = {
     "val_bpb": True,
     "val_loss": True,
+    "test_bpb": True,  # the record's report, on the test split (nothing is chosen on it)
+    "test_loss": True,
     "final_train_loss": True,
     "charged_s": True,
     "uncharged_s": True,
@@ -365,7 +367,7 @@ def paired_gain(base: list[dict], variant: list[dict], score: str = "val_bpb") -
     """How much lower `variant`'s runs score than `base`'s, paired by seed: (gain, p, pairs), the mean per-seed
     gain (positive: the variant scores fewer bits), the paired t-test's p (`paired_test`) and the number of seeds
     paired: the shape `judge` and `keep` take. `score`: any lower-is-better field of the records (`val_bpb`,
-    `test_bpb`, `val_bpb_live`), which `compare` cannot group by when it is not a `METRICS` name."""
+    `test_bpb`, `val_bpb_live`)."""
     def group(name: str, recs: list[dict]) -> Group:
         missing = [r.get("run_dir", "?") for r in recs if r.get(score) is None]
         if missing:
