@@ -15,6 +15,7 @@ from frontier.devices import select_device
 from frontier.errors import UserError
 from frontier.model.ngram import NGramMix, NGramOnly, false_hit_rate, shard_batches
 from frontier.model.ngram.hashing import _bucket, context_hashes
+from frontier.profiles import CPU_NGRAM_TABLES_BEFORE
 from frontier.recipes import resolve
 from frontier.train.bpb import evaluate_bpb, evaluate_bpb_adaptive
 from frontier.train.trainer import build_model, evaluate_run, train
@@ -166,7 +167,7 @@ def test_adaptive_evaluation_needs_ngram_tables(smoke_data):
 
 
 def test_check_bits_leave_old_config_hashes_and_records_alone():
-    cfg = resolve("ngram", "cpu", clock="wall")  # the records before these fields ran under the wall clock
+    cfg = resolve("ngram", "cpu", clock="wall", ngram=CPU_NGRAM_TABLES_BEFORE)  # the records before these fields ran under the wall clock
     old = cfg.to_dict()
     del old["model"]["ngram"]["check_bits"], old["model"]["ngram"]["eval_counts"], old["model"]["ngram"]["smoothing"]
     del old["model"]["ngram"]["mixer"]
