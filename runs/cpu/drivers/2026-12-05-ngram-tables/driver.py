@@ -1,0 +1,24 @@
+"""The final recipe (`ngram`) and the weight average (`ema`) at the cpu profile's budget (180 reference s, the steps
+rule at the committed table's cost) with the profile's n-gram tables sized for the docstrings corpus (2^20 buckets,
+2^28 seen bits; docs/log.md), seeds 0-4, seed by seed, on two one-thread workers (`frontier.study.workers`): the
+ladder's two n-gram rungs on the new tables, which `frontier ladder` then reuses. Run from a clean checkout of the
+commit named in each record.
+"""
+from frontier.profiles import get_profile
+from frontier.study import experiments as ex
+from frontier.study import ladder
+from frontier.study.workers import one_thread_jobs
+
+P = get_profile("cpu")
+
+
+def job(what):
+    recipe, seed = what
+    rec = ex.run(recipe, P, seed=seed, label=ladder.corpus_label(recipe, P.corpus), log=print)
+    return (f"{recipe} s{seed}: {rec['steps']} steps ({rec['epochs']:.3f} epoch), val_bpb {rec['val_bpb']:.4f}, "
+            f"test_bpb {rec['test_bpb']:.4f}")
+
+
+if __name__ == "__main__":
+    for line in one_thread_jobs(job, [(r, s) for s in range(5) for r in ("ngram", "ema")], workers=2):
+        print(line, flush=True)
