@@ -2,8 +2,10 @@
 rule at the committed table's cost) with the profile's n-gram tables sized for the docstrings corpus (2^20 buckets,
 2^28 seen bits; docs/log.md), seeds 0-4, seed by seed, on two one-thread workers (`frontier.study.workers`): the
 ladder's two n-gram rungs on the new tables, which `frontier ladder` then reuses. Run from a clean checkout of the
-commit named in each record.
+commit named in each record. `python driver.py RECIPE [SEED ...]`: one recipe's seeds only (default 0-4).
 """
+import sys
+
 from frontier.profiles import get_profile
 from frontier.study import experiments as ex
 from frontier.study.workers import one_thread_jobs
@@ -19,5 +21,7 @@ def job(what):
 
 
 if __name__ == "__main__":
-    for line in one_thread_jobs(job, [(r, s) for s in range(5) for r in ("ngram", "ema")], workers=2):
+    recipes = sys.argv[1:2] or ["ngram", "ema"]
+    seeds = [int(a) for a in sys.argv[2:]] or range(5)
+    for line in one_thread_jobs(job, [(r, s) for s in seeds for r in recipes], workers=2):
         print(line, flush=True)
