@@ -48,7 +48,11 @@ def judge(seeds):
     # each part alone; `- everything` (the baseline at STEPS) was cut for time with the gate
     abl = run_ablation("ema", P, seeds=seeds, steps=STEPS, removes=[x for x in parts(get_recipe("ema")) if x != ALL])
     print(format_sweep(abl), "\nsweep record:", abl["path"], flush=True)
-    # The gate at STEPS was cut for time after its seed 0 (runs/cpu/docstrings/gate-400steps/s0): no sweep of it.
+    # The gate at STEPS (on 4 December cut for time after its seed 0; all five seeds on the corpus-sized n-gram
+    # tables, 5 December): gated attention added to the final's parts, paired with `ema` at STEPS by seed.
+    gate = run_sweep(f"gate-{STEPS}-{CORPUS}", base, [v for v in AT_STEPS if v.recipe == "gate"], profile=P,
+                     seeds=tuple(seeds), steps=STEPS, corpus=CORPUS)
+    print(format_sweep(gate), "\nsweep record:", gate["path"], flush=True)
     evidence = {"bigram": ladder.EqualSteps(abl, "- bigram table", removes=True),
                 "ngram": ladder.EqualSteps(abl, "- n-gram mix", removes=True),
                 "ema": ladder.EqualSteps(abl, "- weight average (its live weights)", removes=True)}
