@@ -4,7 +4,7 @@ equal-steps evidence beside it: the final recipe's leave-one-out at 400 steps (`
 then seed 1, ...) to two one-thread workers (`frontier.study.workers`): under the steps rule a run's steps do not
 depend on the threads or the load, so the runs are those `frontier ladder --seeds 5` and `frontier ablate` then
 reuse (after replaying each). `python driver.py judge [N]` trains nothing and writes the records from the runs of
-seeds 0..N-1 (default all five).
+seeds 0..N-1 (default all five); `python driver.py figure RECORD` draws the README's figure from a ladder record.
 """
 import sys
 
@@ -64,9 +64,14 @@ def judge(seeds):
     path = ladder.write_ladder_record(rows, P.name, CORPUS, extra={"command": [
         "frontier", "ladder", "--profile", P.name, "--seeds", str(len(seeds)), *eq]})
     print("ladder record:", path)
+    figure(rows, len(seeds))
+
+
+def figure(rows, n):
+    """The README's ladder figure from the rows of a ladder record."""
     from frontier.figures import save_figure
 
-    fig = ladder.ladder_figure(rows, title=f"the ladder: {P.name} profile, {CORPUS} corpus, {len(seeds)} seeds, "
+    fig = ladder.ladder_figure(rows, title=f"the ladder: {P.name} profile, {CORPUS} corpus, {n} seeds,\n"
                                            f"180 reference s by the steps rule")
     save_figure(fig, f"figures/ladder_{P.name}_{CORPUS}.png")
     print(f"figure: figures/ladder_{P.name}_{CORPUS}.png")
@@ -86,7 +91,12 @@ def jobs(priority: bool) -> list[tuple]:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["judge"]:
+    if sys.argv[1:2] == ["figure"]:  # `python driver.py figure RECORD`: the figure again from a ladder record
+        import json
+
+        rec = json.loads(open(sys.argv[2]).read())
+        figure(rec["rows"], max(r.get("n", 0) for r in rec["rows"]))
+    elif sys.argv[1:2] == ["judge"]:
         judge(range(int(sys.argv[2]) if len(sys.argv) > 2 else len(SEEDS)))
     else:  # `python driver.py` (the first start), `python driver.py priority` (the second, 05:12 that day)
         for line in one_thread_jobs(job, jobs(sys.argv[1:2] == ["priority"]), workers=2):
