@@ -71,8 +71,7 @@ def figure(rows, n):
     """The README's ladder figure from the rows of a ladder record."""
     from frontier.figures import save_figure
 
-    fig = ladder.ladder_figure(rows, title=f"the ladder: {P.name} profile, {CORPUS} corpus, {n} seeds,\n"
-                                           f"180 reference s by the steps rule")
+    fig = ladder.ladder_figure(rows, title=ladder.ladder_title(P, CORPUS, n))
     save_figure(fig, f"figures/ladder_{P.name}_{CORPUS}.png")
     print(f"figure: figures/ladder_{P.name}_{CORPUS}.png")
 
