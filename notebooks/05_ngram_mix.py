@@ -210,7 +210,8 @@ print("buckets in use, both folds, lengths " + ", ".join(
 #
 # A recipe with the mix counts the whole training split before its first step, and the steps rule charges it:
 # the committed cost table (`frontier/train/costs.json`, measured on the docstrings corpus:
-# `runs/bench/cpu/costs-cpu-20261204-041113.json`) holds a cost per token counted beside the cost of a step. What
+# `runs/bench/cpu/costs-cpu-20261204-041113.json`, the n-gram recipes again on their corpus-sized tables:
+# `runs/bench/cpu/costs-cpu-20261205-045523.json`) holds a cost per token counted beside the cost of a step. What
 # the budget buys `ngram` and `bigram`, the same network without the mix:
 
 # %%
@@ -257,7 +258,7 @@ print(f"counted {n_part:,} tokens in {seconds:.2f} s: {n_part / seconds:,.0f} to
 #
 # The mix is a learning change; the rule (`frontier.study.compare.RULE`) asks first for its gain at equal steps,
 # paired by seed, then at equal budget. At equal steps: `ema` with and without the mix, 400 steps, 5 seeds (the
-# leave-one-out of `ema`, `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261204-144641.json`). At equal
+# leave-one-out of `ema`, `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261205-073809.json`). At equal
 # budget: `ngram` against `bigram`, 5 seeds, where `ngram` pays for its counting and its dearer steps. Validation
 # decides; test is reported beside it.
 
@@ -290,10 +291,10 @@ kept, why = keep(gains["equal steps", "val_bpb"], gains["equal budget", "val_bpb
 print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not shown'}: {why}")
 
 # %% [markdown]
-# At equal steps the mix is worth more than twice the bigram table (chapter 4), and many times the write-up's
-# 0.007; at equal budget it survives the 84 steps it costs (`runs/cpu/ladder/docstrings-20261204-144642.json`).
-# On test it is smaller, and at equal budget it does not reach p < 0.01 there. Test chooses nothing, but the
-# difference needs an explanation: the next section.
+# At equal steps the mix is worth more than three times the bigram table (chapter 4), and many times the write-up's
+# 0.007; at equal budget it survives the 98 steps it costs (`runs/cpu/ladder/docstrings-20261205-073809.json`).
+# On test its gain is smaller, at equal steps and at equal budget. Test chooses nothing, but the difference needs an
+# explanation: the next section.
 
 # %% [markdown]
 # ## What the tables memorise
