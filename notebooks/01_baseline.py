@@ -516,7 +516,7 @@ print(f"bench record {comp['path']} (code {report.short_code(comp['code'])})")
 # On this corpus the compressors are strong: the docstrings are templated API text (parameter lists, `Returns`
 # sections, doctest examples), and a compressor with the 17.7 MB of training text as context finds long repeats that a
 # 3-layer model trained for a fifth of an epoch does not. The committed record has PPMd order 16 at 1.4242 on test
-# and xz at 1.4514, against the baseline's 1.8273 on test (402 steps; the ladder, `runs/cpu/ladder/docstrings-20261204-144642.json`).
+# and xz at 1.4514, against the baseline's 1.8273 on test (402 steps; the ladder, `runs/cpu/ladder/docstrings-20261205-073809.json`).
 # The later chapters climb toward them.
 
 # %% [markdown]

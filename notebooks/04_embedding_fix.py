@@ -291,7 +291,7 @@ print(f"at 2^{big['rows'].bit_length() - 1} rows: dense {big['dense_ms']:.1f} ms
 # The table changes what the model computes, so the rule (`frontier.study.compare.RULE`) judges it at equal steps
 # first, paired by seed, then at equal budget. At equal steps: the recipe `ema` with and without its table, 400
 # steps, 5 seeds (the leave-one-out of `ema`, sweep record
-# `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261204-144641.json`). At equal budget: `bigram` against
+# `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261205-073809.json`). At equal budget: `bigram` against
 # the rung below it, `compile` (the same network without the table), where the budget buys `bigram` fewer steps
 # than `compile`. Validation decides; test is reported beside it.
 

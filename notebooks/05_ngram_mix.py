@@ -197,13 +197,13 @@ print("buckets in use, both folds, lengths " + ", ".join(
     if k in show))
 
 # %% [markdown]
-# Without check bits, nearly every validation context of four tokens or more that training never saw reads some
-# other context's counts: at 2^18 buckets a length, the split's millions of long contexts fill every bucket. Those
-# counts are not about the context, but they are counts of training text, so the mix stays valid (the bias still
-# depends on the context alone); they are noise the mixture has to learn to discount (`What the mixing learned`).
-# With check bits the false hits vanish, and the price is in the other column: at this table size more than half
-# of the validation contexts that training did count read as unseen, their bucket owned by another context and
-# their counts dropped.
+# Without check bits, most validation contexts that training never saw read some other context's counts (three in
+# four at length 4, more at the longer lengths): at 2^20 buckets a length, the split's millions of long contexts fill
+# nearly every bucket. Those counts are not about the context, but they are counts of training text, so the mix
+# stays valid (the bias still depends on the context alone); they are noise the mixture has to learn to discount
+# (`What the mixing learned`). With check bits the false hits vanish, and the price is in the other column: at this
+# table size about a third of the validation contexts that training did count read as unseen, their bucket owned by
+# another context and their counts dropped.
 
 # %% [markdown]
 # ## What counting costs

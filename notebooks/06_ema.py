@@ -220,8 +220,8 @@ display(Markdown(markdown_table(need, {
 
 # %% [markdown]
 # Unpaired, a difference of 0.002 between two recipes at `ngram`'s spread needs dozens of seeds a group, and at the
-# baseline's more than a thousand; paired by seed, five pairs reach it, and the gap the write-up ran twice
-# (0.0005) becomes a claim that eleven to twenty pairs can make. This is why every comparison in the book pairs by
+# baseline's more than a thousand; paired by seed, three or four pairs reach it, and the gap the write-up ran twice
+# (0.0005) becomes a claim that six to fifteen pairs can make. This is why every comparison in the book pairs by
 # seed, and why a change is judged at equal steps first: the fewer things differ between the two arms, the
 # smaller the spread of their difference.
 
@@ -233,7 +233,7 @@ display(Markdown(markdown_table(need, {
 # That pair differs by the average alone. Five seeds at 400 steps, the leave-one-out's runs (chapter 07):
 
 # %%
-from frontier.study.compare import Group, judge, paired_test
+from frontier.study.compare import Group, judge, p_text, paired_test
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
@@ -249,7 +249,7 @@ live = Group("live", tuple(r["val_bpb_live"] for r in runs), (), tuple(r["seed"]
 mix = Group("mix", tuple(r["val_bpb"] for r in runs), (), tuple(r["seed"] for r in runs))
 d = paired_test(live, mix)
 print(f"the average at {steps} steps, {n} seeds, paired: gain {-d.delta:+.4f} (sd of the differences "
-      f"{d.diff_std:.4f}), p = {d.p:.3f}: {judge(-d.delta, d.p, n)}")
+      f"{d.diff_std:.4f}), {p_text(d.p)}: {judge(-d.delta, d.p, n)}")
 test = [r.get("test_bpb") for r in runs]
 if None not in test:
     print("test_bpb of the mix: {:.4f} ± {:.4f}; the runs score test for the weights they declare only, so the live "
@@ -264,11 +264,11 @@ if None not in test:
 # %% [markdown]
 # ## The average at equal budget
 #
-# The average's update runs inside every charged step, so the budget buys `ema` fewer steps than `ngram` (the
-# committed cost table, `frontier/train/costs.json`). Five seeds each at the profile's budget, paired by seed:
+# The average's update runs inside every charged step, so a step of `ema` does a little more work than one of
+# `ngram`; the budget buys each the steps its committed cost prices (`frontier/train/costs.json`). Five seeds each at the profile's budget, paired by seed:
 
 # %%
-from frontier.study.compare import Group, keep, paired_test
+from frontier.study.compare import Group, keep, p_text, paired_test
 
 n = ch.profile.seeds
 steps = 400 if ch.profile.name == "cpu" else 10
@@ -286,10 +286,10 @@ for name, recs in (("ngram", ngram), ("ema", ema)):
     print(f"`{name}`: {recs[0]['steps']} steps, val_bpb " + ", ".join(f"{r['val_bpb']:.4f}" for r in recs)
           + (", test_bpb " + ", ".join(f"{r['test_bpb']:.4f}" for r in recs) if recs[0].get("test_bpb") else ""))
 print(f"`ema` over `ngram` at equal budget ({ema[0]['steps']} against {ngram[0]['steps']} steps, {n} seeds, paired): "
-      f"{-at_budget.delta:+.4f}, p = {at_budget.p:.3f}")
+      f"{-at_budget.delta:+.4f}, {p_text(at_budget.p)}")
 if ngram[0].get("test_bpb") is not None:
     t = paired_test(group("ngram", ngram, "test_bpb"), group("ema", ema, "test_bpb"))
-    print(f"on test (reported, never chosen on): {-t.delta:+.4f}, p = {t.p:.3f}")
+    print(f"on test (reported, never chosen on): {-t.delta:+.4f}, {p_text(t.p)}")
 kept, why = keep((-at_steps.delta, at_steps.p, n), (-at_budget.delta, at_budget.p, n))
 print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not shown'}: {why}")
 
@@ -347,7 +347,7 @@ print(f"best on validation: start {best['start']:g}, half-life {best['half-life'
 from frontier.config import EMAConfig
 from frontier.recipes import ema_label
 from frontier.study.chapter import machine
-from frontier.study.compare import Group, keep, paired_test
+from frontier.study.compare import Group, keep, p_text, paired_test
 from frontier.study.experiments import EMA_SCREEN
 from frontier.study.report import mean_std
 
@@ -374,11 +374,11 @@ for start, hl in EMA_SCREEN.get(ch.profile.name, EMA_SCREEN["smoke"]):
     screen[(start, hl)] = [r["val_bpb_ema"] - r["val_bpb_live"] for r in rs]
 (bs, bh), bd = min(screen.items(), key=lambda kv: sum(kv[1]))
 text = (f"**The weight average: {verdict}** ({n} seeds, {ch.profile.name} profile, {machine()}). At equal steps "
-        f"({within[0]['steps']}) its mix scores {-s.delta:+.4f} against the same runs' live weights (p = {s.p:.3f}); "
+        f"({within[0]['steps']}) its mix scores {-s.delta:+.4f} against the same runs' live weights ({p_text(s.p)}); "
         f"at equal budget `ema` is {-b.delta:+.4f} against `ngram` ({ema[0]['steps']} vs {ngram[0]['steps']} "
-        f"steps, p = {b.p:.3f}). Of {len(screen)} other starts and half-lives (2 seeds), the best, {bs:g} and "
+        f"steps, {p_text(b.p)}). Of {len(screen)} other starts and half-lives (2 seeds), the best, {bs:g} and "
         f"{bh:g}, scores {-bd[0]:+.4f} and {-bd[1]:+.4f} against its live weights. The same seed and steps twice "
-        f"differ by {same:.0e}, seeds spread `ngram` by {mean_std(r['val_bpb'] for r in ngram)[1]:.4f}: claims are "
+        f"differ by {'nothing' if same == 0 else f'{same:.0e}'}, seeds spread `ngram` by {mean_std(r['val_bpb'] for r in ngram)[1]:.4f}: claims are "
         f"paired by seed.")
 box.update(text)
 print(f"{len(text)} characters")
