@@ -265,7 +265,8 @@ if None not in test:
 # ## The average at equal budget
 #
 # The average's update runs inside every charged step, so a step of `ema` does a little more work than one of
-# `ngram`; the budget buys each the steps its committed cost prices (`frontier/train/costs.json`). Five seeds each at the profile's budget, paired by seed:
+# `ngram`; the budget buys each the steps its committed cost prices (`frontier/train/costs.json`). Five seeds each
+# at the profile's budget, paired by seed:
 
 # %%
 from frontier.study.compare import Group, keep, p_text, paired_test
@@ -297,9 +298,9 @@ print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not s
 # At the budget `ema` is 0.0016 better than `ngram` on validation (380 against 375 steps, p < 0.001, the committed
 # runs). The committed cost table prices `ema`'s step and counting a little below `ngram`'s (0.7% and 4%, inside
 # the cost bench's spread: the average adds work to a step), and those five steps are the gain. It was not better
-# at equal steps, so the rule does not show it, and the weight average left the final recipe: `final` is `ngram` (`frontier.recipes.FINAL`). Its constants (start 0.5,
-# half-life 0.05 of the run, every step, scored as 0.6 average + 0.4 live) were chosen on the earlier ground (the
-# small embedded corpus, a sibling recipe, 400 steps, 3 seeds:
+# at equal steps, so the rule does not show it, and the weight average left the final recipe: `final` is `ngram`
+# (`frontier.recipes.FINAL`). Its constants (start 0.5, half-life 0.05 of the run, every step, scored as 0.6 average
+# + 0.4 live) were chosen on the earlier ground (the small embedded corpus, a sibling recipe, 400 steps, 3 seeds:
 # `runs/cpu/sweeps/sweep-average-400-20261203-070854.json`); the next section screens others at this run length.
 
 # %% [markdown]
@@ -378,8 +379,8 @@ text = (f"**The weight average: {verdict}** ({n} seeds, {ch.profile.name} profil
         f"at equal budget `ema` is {-b.delta:+.4f} against `ngram` ({ema[0]['steps']} vs {ngram[0]['steps']} "
         f"steps, {p_text(b.p)}). Of {len(screen)} other starts and half-lives (2 seeds), the best, {bs:g} and "
         f"{bh:g}, scores {-bd[0]:+.4f} and {-bd[1]:+.4f} against its live weights. The same seed and steps twice "
-        f"differ by {'nothing' if same == 0 else f'{same:.0e}'}, seeds spread `ngram` by {mean_std(r['val_bpb'] for r in ngram)[1]:.4f}: claims are "
-        f"paired by seed.")
+        f"differ by {'nothing' if same == 0 else f'{same:.0e}'}, seeds spread `ngram` by "
+        f"{mean_std(r['val_bpb'] for r in ngram)[1]:.4f}: claims are paired by seed.")
 box.update(text)
 print(f"{len(text)} characters")
 
