@@ -127,6 +127,10 @@ def test_bad_arguments_are_one_line_too(smoke_data, capsys):
     assert_one_line_error(code, err, "not allowed with")
     code, out, err = main_cli(capsys, "frobnicate")
     assert_one_line_error(code, err, "invalid choice")
+    code, out, err = main_cli(capsys, "bench", "ngram", "--batches")
+    assert_one_line_error(code, err, "--batches chooses what --costs measures", "add --costs")
+    code, out, err = main_cli(capsys, "bench", "--costs", "--batches", "--profile", "gpu")
+    assert_one_line_error(code, err, "profile 'gpu' has no batch sizes to screen")
 
 
 def test_bench_table_prints_dense_against_sparse(tmp_path):

@@ -213,3 +213,18 @@ def test_the_cost_bench_measures_the_screened_sizes_and_never_overwrites_the_rec
     small = resolve("baseline", "smoke", sizes=size(1, 64, head_dim=32))
     assert written[cost_key(small)].recipe == "baseline" and list(written) == [cost_key(small)]
     assert written[cost_key(small)].record == rec["path"]
+
+
+def test_the_cost_bench_measures_the_screened_batch_sizes_under_their_own_labels(tmp_path):
+    from frontier.study.costs import run_cost_bench
+    from frontier.study.experiments import BATCH_SWEEPS, size_label
+
+    table = tmp_path / "costs.json"
+    own = get_profile("smoke").batch_size
+    assert all(b["batch_size"] != own for b in BATCH_SWEEPS["smoke"]) and len(BATCH_SWEEPS["cpu"]) >= 2
+    rec = run_cost_bench(["baseline"], "smoke", repeats=1, device="cpu", out=tmp_path / "bench", write=True,
+                         table=table, sizes=[dict(batch_size=4), dict(batch_size=own)], log=lambda m: None)
+    assert [r["recipe"] for r in rec["costs"]] == ["baseline batch-4"]
+    assert size_label(dict(batch_size=4)) == "batch-4" and size_label(dict(n_layer=1, n_embd=64)) == "size-1x64"
+    small = resolve("baseline", "smoke", sizes=dict(batch_size=4))
+    assert list(load_table(table)) == [cost_key(small)] and small.train.batch_size == 4

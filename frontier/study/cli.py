@@ -114,6 +114,8 @@ def cmd_bench(a) -> int:
         return cmd_bench_costs(a)
     if a.write_table:
         raise UserError("--write-table writes the cost table, which only --costs measures", "add --costs")
+    if a.sizes or a.batches:
+        raise UserError(f"{'--sizes' if a.sizes else '--batches'} chooses what --costs measures", "add --costs")
     if not a.recipes:
         raise UserError("bench needs recipes to compare", "name them, e.g. `frontier bench baseline compile`, or pass "
                         "--costs (every recipe)")
@@ -287,14 +289,18 @@ def cmd_bench_costs(a) -> int:
     from .bench_records import cli_command, default_record_dir
     from .costs import format_cost_bench, run_cost_bench
 
-    from .experiments import SIZE_SWEEPS
+    from .experiments import BATCH_SWEEPS, SIZE_SWEEPS
 
     command = cli_command("bench", a.recipes, {"--costs": True, "--profile": a.profile, "--repeats": a.repeats,
                                                "--device": a.device, "--write-table": a.write_table,
-                                               "--sizes": a.sizes})
+                                               "--sizes": a.sizes, "--batches": a.batches})
+    sizes = (SIZE_SWEEPS.get(a.profile, []) if a.sizes else []) + (BATCH_SWEEPS.get(a.profile, []) if a.batches else [])
+    if (a.sizes or a.batches) and not sizes:
+        raise UserError(f"profile {a.profile!r} has no {'model sizes' if a.sizes else 'batch sizes'} to screen",
+                        "run `frontier bench --costs` without --sizes/--batches, or choose the cpu or smoke profile")
     result = run_cost_bench(a.recipes or None, a.profile, repeats=a.repeats, device=a.device,
                             out=a.out or default_record_dir(a.profile), command=command, write=a.write_table,
-                            sizes=SIZE_SWEEPS.get(a.profile) if a.sizes else None)
+                            sizes=sizes or None)
     print(format_cost_bench(result))
     print(f"bench record: {result['path']}" + ("; the committed cost table rewritten" if a.write_table else ""))
     return 0
@@ -422,6 +428,8 @@ def register(sub) -> None:
     s.add_argument("--sizes", action="store_true", help="with --costs: each recipe at the model sizes chapter 01 "
                    "screens (frontier.study.experiments.SIZE_SWEEPS) instead of at its own, so that their runs buy steps from "
                    "the table")
+    s.add_argument("--batches", action="store_true", help="with --costs: each recipe at the batch sizes screened "
+                   "at the budget (frontier.study.experiments.BATCH_SWEEPS), so that their runs buy steps from the table")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the profile's corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")

@@ -58,6 +58,15 @@ FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
 }
 
 
+# The batch sizes screened for the final recipe at the budget, either side of the profile's own (half and double
+# its sequences a step), each buying its steps from the committed cost table (`frontier bench --costs --batches`): a
+# step's cost moves with its tokens, so a batch size is judged at equal budget, like a model size.
+BATCH_SWEEPS: dict[str, list[dict]] = {
+    "smoke": [dict(batch_size=4), dict(batch_size=16)],
+    "cpu": [dict(batch_size=8), dict(batch_size=32)],
+}
+
+
 # The weight average's settings chapter 06 screens at 400 steps (start, half-life as shares of the run), each scored
 # as the average alone against the same run's live weights: shorter and longer half-lives than the recipe's 0.05,
 # and a later start. smoke checks the code with two.
@@ -68,6 +77,9 @@ EMA_SCREEN: dict[str, list[tuple[float, float]]] = {
 
 
 def size_label(sizes: dict) -> str:
+    """A folder label for a run at other sizes: `size-3x128`, `size-3x128-b8`, or `batch-8` for a batch size alone."""
+    if "n_layer" not in sizes:
+        return f"batch-{sizes['batch_size']}"
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
 
 
