@@ -123,3 +123,6 @@ def test_a_chapter_runs_under_papermill_on_a_data_folder_of_other_text(smoke_dat
     assert _images(out) >= saved
     runs = list((tmp_path / "runs").rglob("result.json"))
     assert runs and all(json.loads(p.read_text())["data"]["manifest_hash"] == smoke_data.manifest_hash for p in runs)
+    timing = [json.loads(p.read_text()) for p in (tmp_path / "runs" / "bench" / "smoke").glob("book-smoke-*.json")]
+    assert [[t["chapter"] for t in r["chapters"]] for r in timing] == [[chapter.stem]]  # what the chapter took
+    assert timing[0]["chapters"][0]["ok"] and timing[0]["seconds"] > 0 and "frontier book" in " ".join(timing[0]["command"])

@@ -15,6 +15,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ..errors import UserError
@@ -131,12 +132,38 @@ def run_book(profile: str = "smoke", chapters: str | None = None, out: str | Non
         root = Path(out) if out else REPO / "build" / "book" / profile
         root = root.resolve()
         params = {"profile": profile, "run_root": str(root / "runs"), "figures_dir": str(root / "figures"), "data": data}
-    for src in selected:
-        dst = src if in_place else Path(params["run_root"]).parent / src.name
-        log(f"book: {src.stem} with profile {profile} -> {dst}")
-        if not run_chapter(src, dst, params, in_place, log):
-            return 1
-    return 0
+    timed: list[dict] = []
+    try:
+        for src in selected:
+            dst = src if in_place else Path(params["run_root"]).parent / src.name
+            log(f"book: {src.stem} with profile {profile} -> {dst}")
+            t0 = time.perf_counter()
+            ok = run_chapter(src, dst, params, in_place, log)
+            timed.append({"chapter": src.stem, "seconds": round(time.perf_counter() - t0, 1), "ok": ok})
+            log(f"book: {src.stem} {'ran' if ok else 'failed'} in {timed[-1]['seconds']:.0f} s")
+            if not ok:
+                return 1
+        return 0
+    finally:
+        if timed:
+            _timing_record(profile, chapters, in_place, data, timed, REPO / "runs" if in_place else Path(params["run_root"]), log)
+
+
+def _timing_record(profile: str, chapters: str | None, in_place: bool, data: str | None, timed: list[dict], runs: Path,
+                   log) -> None:
+    """What each chapter took, as a bench record beside the book's runs (`runs/bench/PROFILE/book-*.json`): the
+    book's cost on this machine, with the code and hardware that paid it (runs reused or trained are in the outputs)."""
+    from ..profiles import get_profile
+    from .bench_records import bench_record, cli_command, new_record_path
+
+    arguments = {"profile": profile, "chapters": chapters, "in_place": in_place, "data": data}
+    command = cli_command("book", [], {"--profile": profile, "--chapters": chapters, "--in-place": in_place,
+                                       "--data": data})
+    path = new_record_path(runs / "bench" / profile, "book", [profile])
+    bench_record("book", arguments, command, "frontier.study.book.run_book",
+                 {"profile": profile, "chapters": timed, "seconds": round(sum(t["seconds"] for t in timed), 1)},
+                 path, cpu=get_profile(profile).clock == "steps")  # the steps profiles run on this CPU
+    log(f"book: timings in {path}")
 
 
 # ----------------------------------------------------------------------------- sections, one at a time
