@@ -131,6 +131,8 @@ def test_bad_arguments_are_one_line_too(smoke_data, capsys):
     assert_one_line_error(code, err, "--batches chooses what --costs measures", "add --costs")
     code, out, err = main_cli(capsys, "bench", "--costs", "--batches", "--profile", "gpu")
     assert_one_line_error(code, err, "profile 'gpu' has no batch sizes to screen")
+    code, out, err = main_cli(capsys, "bench", "--costs", "--batches", "0", "--profile", "smoke")
+    assert_one_line_error(code, err, "a batch size is a positive number of sequences", "--batches 8 32")
 
 
 def test_bench_table_prints_dense_against_sparse(tmp_path):

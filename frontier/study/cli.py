@@ -114,7 +114,7 @@ def cmd_bench(a) -> int:
         return cmd_bench_costs(a)
     if a.write_table:
         raise UserError("--write-table writes the cost table, which only --costs measures", "add --costs")
-    if a.sizes or a.batches:
+    if a.sizes or a.batches is not None:
         raise UserError(f"{'--sizes' if a.sizes else '--batches'} chooses what --costs measures", "add --costs")
     if not a.recipes:
         raise UserError("bench needs recipes to compare", "name them, e.g. `frontier bench baseline compile`, or pass "
@@ -293,9 +293,15 @@ def cmd_bench_costs(a) -> int:
 
     command = cli_command("bench", a.recipes, {"--costs": True, "--profile": a.profile, "--repeats": a.repeats,
                                                "--device": a.device, "--write-table": a.write_table,
-                                               "--sizes": a.sizes, "--batches": a.batches})
-    sizes = (SIZE_SWEEPS.get(a.profile, []) if a.sizes else []) + (BATCH_SWEEPS.get(a.profile, []) if a.batches else [])
-    if (a.sizes or a.batches) and not sizes:
+                                               "--sizes": a.sizes})
+    if a.batches is not None:
+        command += ["--batches", *map(str, a.batches)]
+    if any(b < 1 for b in a.batches or []):
+        raise UserError(f"--batches {' '.join(map(str, a.batches))}: a batch size is a positive number of sequences",
+                        "pass sizes such as --batches 8 32")
+    batches = ([dict(batch_size=b) for b in a.batches] or BATCH_SWEEPS.get(a.profile, [])) if a.batches is not None else []
+    sizes = (SIZE_SWEEPS.get(a.profile, []) if a.sizes else []) + batches
+    if (a.sizes or a.batches is not None) and not sizes:
         raise UserError(f"profile {a.profile!r} has no {'model sizes' if a.sizes else 'batch sizes'} to screen",
                         "run `frontier bench --costs` without --sizes/--batches, or choose the cpu or smoke profile")
     result = run_cost_bench(a.recipes or None, a.profile, repeats=a.repeats, device=a.device,
@@ -428,8 +434,9 @@ def register(sub) -> None:
     s.add_argument("--sizes", action="store_true", help="with --costs: each recipe at the model sizes chapter 01 "
                    "screens (frontier.study.experiments.SIZE_SWEEPS) instead of at its own, so that their runs buy steps from "
                    "the table")
-    s.add_argument("--batches", action="store_true", help="with --costs: each recipe at the batch sizes screened "
-                   "at the budget (frontier.study.experiments.BATCH_SWEEPS), so that their runs buy steps from the table")
+    s.add_argument("--batches", nargs="*", type=int, metavar="N", help="with --costs: each recipe at these batch "
+                   "sizes (sequences a step; bare: those screened at the budget, frontier.study.experiments.BATCH_SWEEPS), "
+                   "so that their runs buy steps from the table")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--data", help="dataset folder (default: the profile's corpus)")
     s.add_argument("--cold", action="store_true", help="compile without Inductor's on-disk caches (time a cold compile)")

@@ -2,7 +2,8 @@
 s): half and double the profile's 16 sequences a step (`frontier.study.experiments.BATCH_SWEEPS`). A step's cost moves
 with its tokens, so each size buys its own steps from the committed cost table (`frontier bench --costs --batches`)
 and is judged at equal budget, paired by seed with `ngram`'s ladder runs. Screen: seeds 0 and 1;
-`python driver.py confirm BATCH`: seeds 2-4 for a size that beat `ngram` on both. Two one-thread workers
+`python driver.py confirm BATCH`: seeds 2-4 for a size that beat `ngram` on both (`screen BATCH`: seeds 0 and 1 of
+another size, after its cost is in the table). Two one-thread workers
 (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
 import sys
@@ -22,9 +23,12 @@ def job(what):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["confirm"]:
-        jobs = [(dict(batch_size=int(sys.argv[2])), s) for s in (2, 3, 4)]
-    else:
+    # no arguments: BATCH_SWEEPS' sizes on seeds 0 and 1; else pairs `screen BATCH` (seeds 0, 1) and `confirm BATCH`
+    # (seeds 2-4), e.g. `python driver.py confirm 32 screen 64`
+    args, jobs = sys.argv[1:], []
+    for what, batch in zip(args[::2], args[1::2]):
+        jobs += [(dict(batch_size=int(batch)), s) for s in {"screen": (0, 1), "confirm": (2, 3, 4)}[what]]
+    if not args:
         jobs = [(b, s) for s in (0, 1) for b in ex.BATCH_SWEEPS["cpu"]]
     for line in one_thread_jobs(job, jobs, workers=2):
         print(line, flush=True)
