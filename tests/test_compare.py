@@ -309,3 +309,25 @@ def test_paired_gain_reads_any_score_pairs_by_seed_and_takes_judges_shape():
     assert judge(gain, p, n).startswith("better")
     with pytest.raises(UserError, match="no val_bpb"):
         paired_gain(base, variant)
+
+
+def test_compare_alpha_moves_the_verdict_and_refuses_what_is_not_a_probability(tmp_path, capsys):
+    base = {0: 1.500, 1: 1.560, 2: 1.440, 3: 1.520, 4: 1.480}
+    new = {s: v - d for (s, v), d in zip(base.items(), (0.004, 0.001, 0.006, 0.002, 0.003))}  # p about 0.02
+    recs = seeded("base", base, "base") + seeded("new", new, "new")
+    _, loose = compare(recs, paired=True)
+    _, strict = compare(recs, paired=True, alpha=0.01)
+    assert 0.01 < loose[0].p < 0.05 and loose[0].p == strict[0].p
+    assert loose[0].verdict.startswith("better") and not strict[0].verdict.startswith("better")
+    with pytest.raises(UserError, match="not a probability"):
+        compare(recs, alpha=1.5)
+    runs = []
+    for r in recs:
+        run_dir = tmp_path / r.pop("run_dir")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "result.json").write_text(json.dumps(r))
+        runs.append(str(run_dir))
+    assert main(["compare", *runs, "--paired", "--alpha", "0.01"]) == 0
+    assert "better" not in capsys.readouterr().out.split("runs:")[0].splitlines()[-1]
+    assert main(["compare", *runs, "--alpha", "0"]) == 2
+    assert capsys.readouterr().err.strip().startswith("error: alpha 0 is not a probability")

@@ -25,7 +25,7 @@ def cmd_card(a) -> int:
 def cmd_compare(a) -> int:
     from .compare import compare, format_comparison
 
-    groups, diffs = compare(a.runs, by=a.by, metric=a.metric, paired=a.paired)
+    groups, diffs = compare(a.runs, by=a.by, metric=a.metric, paired=a.paired, alpha=a.alpha)
     print(format_comparison(groups, diffs, a.metric))
     return 0
 
@@ -361,7 +361,7 @@ def register(sub) -> None:
     """Add the study commands to `sub` (the `frontier` parser's subcommands), and the record flags to its `kernels`
     command."""
     from ..devices import DEVICES
-    from .compare import NOISE_RULE
+    from .compare import ALPHA, KEEP_ALPHA, NOISE_RULE
 
     s = sub.add_parser("card", help="a run's record card: score, reproducing command, settings, sizes, speed",
                        description="Print a run's record card (Markdown): val_bpb with its steps and its interval over "
@@ -388,6 +388,8 @@ def register(sub) -> None:
                                                        "lower is better; e.g. tokens_per_s, higher is better)")
     s.add_argument("--paired", action="store_true", help="pair each group's runs with the first group's by seed "
                                                          "(each seed once in each group) and use a paired t-test")
+    s.add_argument("--alpha", type=float, default=ALPHA, help=f"call a difference better or worse at p below this "
+                   f"(default {ALPHA:g}; the rule that keeps a learning change asks {KEEP_ALPHA:g} over 5 paired seeds)")
     s.set_defaults(func=cmd_compare)
 
     s = sub.add_parser("replay", help="check that the current code reproduces run records",

@@ -498,11 +498,15 @@ def probe_lines(groups: list[Group]) -> list[str]:
 
 
 def compare(runs: list[str | Path | dict], by: str = BY_RUN, metric: str = "val_bpb",
-            paired: bool = False) -> tuple[list[Group], list[Difference]]:
+            paired: bool = False, alpha: float = ALPHA) -> tuple[list[Group], list[Difference]]:
     """Load the runs (folders or records), keep the finished ones, group them (`group_records`) and test every
-    group against the first one (`welch`, or with `paired` `paired_test`, runs matched by seed). UserError for an
-    unknown metric, a grouping field no record has, no finished run holding the metric, or (paired) runs that
-    cannot be matched by seed."""
+    group against the first one (`welch`, or with `paired` `paired_test`, runs matched by seed), a difference
+    called better or worse at p < `alpha` (`KEEP_ALPHA` for the rule that keeps a learning change). UserError for an
+    unknown metric, an alpha outside (0, 1), a grouping field no record has, no finished run holding the metric, or
+    (paired) runs that cannot be matched by seed."""
+    if not 0 < alpha < 1:
+        raise UserError(f"alpha {alpha:g} is not a probability between 0 and 1",
+                        f"pass e.g. --alpha {KEEP_ALPHA:g} (the rule that keeps a learning change) or {ALPHA:g}")
     lower = metric_lower_is_better(metric)
     recs = [r if isinstance(r, dict) else load_record(r) for r in runs]
     unfinished = [r.get("run_dir", "?") for r in recs if r.get("status") != "finished"]
@@ -516,7 +520,7 @@ def compare(runs: list[str | Path | dict], by: str = BY_RUN, metric: str = "val_
     if not groups:
         raise UserError(f"no finished run records {metric!r}", "pass runs that record it, or choose another --metric")
     test = paired_test if paired else welch
-    diffs = [test(groups[0], g, metric, lower_is_better=lower) for g in groups[1:]]
+    diffs = [test(groups[0], g, metric, alpha=alpha, lower_is_better=lower) for g in groups[1:]]
     return groups, diffs
 
 
