@@ -301,6 +301,89 @@ else:
     print("records: " + ", ".join(repo_path(r["path"]) for r in found))
 
 # %% [markdown]
+# ## The batch size at the budget
+#
+# PROSE_INTRO
+
+# %%
+from frontier.figures import new_figure
+from frontier.records import epochs_read
+from frontier.study import experiments as ex
+from frontier.recipes import get_recipe
+from frontier.study.compare import keep, p_text, paired_gain
+from frontier.study.report import markdown_table
+from IPython.display import Markdown, display
+
+P = ch.profile
+n = P.seeds
+final = get_recipe("final").name
+base = ch.seeds("final")  # at the profile's own batch size
+sizes = ex.BATCH_SWEEPS.get(P.name, [])
+
+
+def at(sz, seeds):
+    return [ch.run("final", s, sizes=sz, label=f"{final}-{ex.size_label(sz)}") for s in seeds]
+
+
+def gains(b, v):
+    return {score: paired_gain(b, v, score) for score in ("val_bpb", "test_bpb")
+            if all(r.get(score) is not None for r in b + v)}
+
+
+runs, rows = {}, []
+for sz in sizes:  # the screen: seeds 0 and 1; a size better than the final on both gets every seed and the rule
+    runs[sz["batch_size"]] = at(sz, (0, 1))
+    if all(r["val_bpb"] < b["val_bpb"] for r, b in zip(runs[sz["batch_size"]], base)):
+        runs[sz["batch_size"]] += at(sz, range(2, n))
+replicated = {}
+for sz in sizes:
+    v = runs[sz["batch_size"]]
+    g = gains(base[:len(v)], v)
+    kept, why = keep(None, g["val_bpb"], trades_steps=True)
+    test = g.get("test_bpb")
+    rows.append({"batch": sz["batch_size"], "steps": v[0]["steps"], "epochs": epochs_read(v[0]), "seeds": len(v),
+                 "val": sum(r["val_bpb"] for r in v) / len(v), "gain": g["val_bpb"][0], "p": p_text(g["val_bpb"][1]),
+                 "test": None if test is None else test[0], "verdict": why.split(";")[0]})
+    if "not shown" in why and g["val_bpb"][0] > 0:  # a gain below the rule's p: fresh seeds, judged alone
+        fresh = range(n, 2 * n)
+        replicated[sz["batch_size"]] = (ch.seeds("final", 2 * n)[n:], at(sz, fresh))
+rows.insert(0, {"batch": P.batch_size, "steps": base[0]["steps"], "epochs": epochs_read(base[0]), "seeds": n,
+                "val": sum(r["val_bpb"] for r in base) / n, "gain": None, "p": "", "test": None,
+                "verdict": f"`{final}` (the profile's batch)"})
+display(Markdown(markdown_table(sorted(rows, key=lambda r: r["batch"]), {
+    "batch": "sequences a step", "steps": "steps (bought)", "epochs": "epochs read", "seeds": "seeds",
+    "val": "val_bpb (mean)", "gain": "gain at equal budget (val, paired)", "p": "p", "test": "gain on test",
+    "verdict": "verdict (the rule)"}, {"epochs": ".3f", "val": ".4f", "gain": "+.4f", "test": "+.4f"})))
+for b, (fb, fv) in replicated.items():
+    g = gains(fb, fv)
+    kept, why = keep(None, g["val_bpb"], trades_steps=True)
+    print(f"batch {b}, replicated on seeds {n}-{2 * n - 1} alone: gain {g['val_bpb'][0]:+.4f} val "
+          f"({p_text(g['val_bpb'][1])})" + (f", {g['test_bpb'][0]:+.4f} test ({p_text(g['test_bpb'][1])})"
+                                             if "test_bpb" in g else "") + f": {why.split(';')[0]}")
+
+fig, ax = new_figure(6.4, 3.8)
+every = {P.batch_size: base, **runs}
+for b, recs in sorted(every.items()):
+    ax.scatter([b] * len(recs), [r["val_bpb"] for r in recs], s=12, color="0.4", alpha=0.6)
+    ax.annotate(f"{recs[0]['steps']} steps", (b, max(r["val_bpb"] for r in recs)), textcoords="offset points",
+                xytext=(0, 6), ha="center", fontsize=8)
+xs = sorted(every)
+ax.plot(xs, [sum(r["val_bpb"] for r in every[b]) / len(every[b]) for b in xs], "o-", color="C0",
+        label="mean over the seeds run")
+ax.set_xscale("log", base=2)
+ax.set_xticks(xs, [str(b) for b in xs])
+ax.set_xlabel("sequences a step (each buys its own steps at the budget)")
+ax.set_ylabel("val_bpb (lower is better)")
+ax.set_title(f"{final} at {P.budget_s:g} reference s, {P.name} profile, {P.corpus} corpus", fontsize=9)
+ax.margins(y=0.2)
+ax.grid(alpha=0.3)
+ax.legend(fontsize=8)
+ch.figure(fig, "07_batch")
+
+# %% [markdown]
+# PROSE_AFTER
+
+# %% [markdown]
 # ## What did not help
 #
 # Gated attention (`gate`: a per-head gate on the attention output, on top of `ema`) was measured at 400 steps
