@@ -58,13 +58,35 @@ FINAL_SIZE_SWEEPS: dict[str, list[dict]] = {
 }
 
 
-# The batch sizes screened for the final recipe at the budget, either side of the profile's own (half and double
-# its sequences a step), each buying its steps from the committed cost table (`frontier bench --costs --batches`): a
-# step's cost moves with its tokens, so a batch size is judged at equal budget, like a model size.
+# The batch sizes chapter 07 screens for the final recipe at the budget, either side of the profile's own (half, double
+# and, at cpu, four times its sequences a step), each buying its steps from the committed cost table (`frontier bench
+# --costs --batches`): a step's cost moves with its tokens, so a batch size is judged at equal budget, like a model size.
 BATCH_SWEEPS: dict[str, list[dict]] = {
     "smoke": [dict(batch_size=4), dict(batch_size=16)],
-    "cpu": [dict(batch_size=8), dict(batch_size=32)],
+    "cpu": [dict(batch_size=8), dict(batch_size=32), dict(batch_size=64)],
 }
+
+
+def batch_screen(run, sizes: list[dict], seeds: int) -> tuple[list[dict], dict[int, list[dict]], dict[int, tuple]]:
+    """Chapter 07's batch-size screen at the budget, through `run(seed, sizes)` (sizes None: the recipe at its own
+    batch; a run buys its steps from the cost table): each size on seeds 0 and 1; a size better than the recipe on
+    both gets seeds up to `seeds`; one whose gain the rule does not show at that many seeds (`compare.keep`, a change
+    that trades steps) is trained again on fresh seeds `seeds`..2*`seeds`-1 beside the recipe's own, to be judged on
+    those alone. Returns (the recipe's runs, {batch: the size's runs}, {batch: (recipe's, size's fresh runs)})."""
+    from .compare import keep, paired_gain
+
+    base = [run(s, None) for s in range(seeds)]
+    runs: dict[int, list[dict]] = {}
+    replicated: dict[int, tuple] = {}
+    for sz in sizes:
+        v = runs[sz["batch_size"]] = [run(s, sz) for s in (0, 1)]
+        if all(r["val_bpb"] < b["val_bpb"] for r, b in zip(v, base)):
+            v += [run(s, sz) for s in range(2, seeds)]
+        gain = paired_gain(base[:len(v)], v)
+        if "not shown" in keep(None, gain, trades_steps=True)[1] and gain[0] > 0:
+            fresh = range(seeds, 2 * seeds)
+            replicated[sz["batch_size"]] = ([run(s, None) for s in fresh], [run(s, sz) for s in fresh])
+    return base, runs, replicated
 
 
 # The weight average's settings chapter 06 screens at 400 steps (start, half-life as shares of the run), each scored
