@@ -266,3 +266,25 @@ def test_the_hardware_record_names_the_cpu_model_and_its_vector_kernels(monkeypa
         assert family.isdigit() and model.isdigit()
     monkeypatch.setattr(records, "Path", lambda p: Path("/nonexistent/cpuinfo"))
     assert records.cpu_id() is None
+
+
+def test_the_batch_screen_confirms_a_size_better_on_both_seeds_and_replicates_a_near_miss_on_fresh_seeds():
+    from frontier.study.experiments import batch_screen
+
+    base = [1.50, 1.56, 1.44, 1.52, 1.48, 1.51, 1.49, 1.53, 1.47, 1.50]  # the recipe's val_bpb by seed
+    near = [0.008, 0.001, 0.005, 0.004, 0.007, 0.0005, 0.0007, 0.004, 0.003, 0.0003]  # batch 32's gain by seed
+    calls = []
+
+    def run(seed, sizes):
+        calls.append((seed, None if sizes is None else sizes["batch_size"]))
+        b = None if sizes is None else sizes["batch_size"]
+        v = base[seed] - (near[seed] if b == 32 else -0.02 if b == 8 else 0.0)
+        return {"seed": seed, "val_bpb": v, "run_dir": f"b{b}/s{seed}"}
+
+    recipe, runs, replicated = batch_screen(run, [dict(batch_size=8), dict(batch_size=32)], 5)
+    assert [r["seed"] for r in recipe] == [0, 1, 2, 3, 4]
+    assert [r["seed"] for r in runs[8]] == [0, 1]  # worse on the screen's seeds: no more seeds
+    assert [r["seed"] for r in runs[32]] == [0, 1, 2, 3, 4]  # better on both: every seed
+    assert list(replicated) == [32]  # a gain at p = 0.015: trained again on seeds 5-9, the recipe's beside it
+    assert [[r["seed"] for r in v] for v in replicated[32]] == [[5, 6, 7, 8, 9]] * 2
+    assert (2, 8) not in calls and (5, 8) not in calls
