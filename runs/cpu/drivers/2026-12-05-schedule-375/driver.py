@@ -5,7 +5,7 @@ runs/cpu/drivers/2026-12-05-schedule-screen/) found no setting better than the r
 0.025, Muon's momentum warmed up over the whole run (the recipe: 300 steps, 80% of 375), and the embeddings' Adam
 rate 0.3 (the recipe: 0.2). The optimiser's settings do not change what a step costs
 (`frontier.train.cost.SPEED_NEUTRAL`), so each variant buys `ngram`'s own 375 steps and pairs by seed with `ngram`'s
-ladder runs at equal steps and equal budget at once. Screen: seeds 0 and 1; `python driver.py confirm KEY VALUE`:
+ladder runs at equal steps and equal budget at once. Screen: seeds 0 and 1; `python driver.py confirm KEY VALUE [KEY VALUE ...]`:
 seeds 2-4 for a setting that beat `ngram` on both; `python driver.py judge`: each setting against `ngram`, paired.
 Two one-thread workers (`frontier.study.workers`), run from a clean checkout of the commit named in each record.
 """
@@ -55,8 +55,8 @@ if __name__ == "__main__":
         judge()
         sys.exit(0)
     if sys.argv[1:2] == ["confirm"]:
-        key, value = sys.argv[2], float(sys.argv[3])
-        jobs = [({key: value}, s) for s in (2, 3, 4)]
+        pairs = list(zip(sys.argv[2::2], map(float, sys.argv[3::2])))  # KEY VALUE [KEY VALUE ...]
+        jobs = [({key: value}, s) for s in (2, 3, 4) for key, value in pairs]
     else:
         jobs = [(o, s) for s in (0, 1) for o in SETTINGS]
     for line in one_thread_jobs(job, jobs, workers=2):
