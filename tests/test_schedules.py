@@ -89,3 +89,21 @@ def test_the_tuned_recipe_is_the_sized_one_with_its_screened_rate_and_warm_up_sh
     assert tuned.optim.muon_momentum_warmup_frac == 0.75 and sized.optim.muon_momentum_warmup_frac is None
     # other profiles keep their own bigram rate: the screen ran at the cpu profile only
     assert resolve("ngram-tuned", "smoke").model.bigram.lr == resolve("ngram-sized", "smoke").model.bigram.lr
+
+
+def test_a_replay_of_a_compiled_run_compiles_for_itself(monkeypatch):
+    """Like a training run, a replay of a compiled recipe starts from a fresh compile: a process that replays many
+    (a chapter reusing twenty runs) would otherwise reach dynamo's recompile limit and replay the rest eager."""
+    from frontier.data.dataset import profile_dataset
+    from frontier.devices import select_device
+    from frontier.profiles import get_profile
+    from frontier.study import replay
+    from frontier.train import compile as compile_mod
+
+    resets = []
+    monkeypatch.setattr(compile_mod, "fresh_compile", lambda: resets.append(1))
+    data, dev = profile_dataset(get_profile("smoke"), log=lambda *a: None), select_device("cpu")
+    replay.replay_losses(resolve("baseline", "smoke"), data, dev, 0, 1)
+    assert resets == []  # eager: nothing to forget
+    replay.replay_losses(resolve("compile", "smoke"), data, dev, 0, 1)
+    assert resets == [1]
