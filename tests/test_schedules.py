@@ -98,10 +98,10 @@ def test_a_replay_of_a_compiled_run_compiles_for_itself(monkeypatch):
     from frontier.devices import select_device
     from frontier.profiles import get_profile
     from frontier.study import replay
-    from frontier.train import compile as compile_mod
+    from frontier.train import run as run_mod
 
     resets = []
-    monkeypatch.setattr(compile_mod, "fresh_compile", lambda: resets.append(1))
+    monkeypatch.setattr(run_mod, "fresh_compile", lambda: resets.append(1))
     data, dev = profile_dataset(get_profile("smoke"), log=lambda *a: None), select_device("cpu")
     replay.replay_losses(resolve("baseline", "smoke"), data, dev, 0, 1)
     assert resets == []  # eager: nothing to forget

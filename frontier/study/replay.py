@@ -62,12 +62,12 @@ def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: in
     them (same set-up, same step), each step at the elapsed fraction of the run it ran at (`fracs`, the record's
     `early_fracs`, which drive the schedules; a record written before they were kept: 0, which its steps at full
     learning rate also ran at)."""
-    from ..train.compile import fresh_compile
-    from ..train.step import setup_training, train_step
+    from ..train.run import setup
+    from ..train.step import train_step
 
-    if cfg.train.compile or cfg.train.compile_optimizer:  # compiled for itself, as in training: a process replaying
-        fresh_compile()  # many compiled runs would otherwise hit dynamo's recompile limit and replay the rest eager
-    run = setup_training(cfg, dataset, device, seed)
+    # set up as training is: a compiled run compiles for itself, or a process replaying many compiled runs would hit
+    # dynamo's recompile limit and replay the rest eager
+    run = setup(cfg, dataset, device, seed)
     if run.ngram is not None and run.ngram.cfg.counting == "shards":
         run.ngram.count_tokens(dataset.train_tokens(), cfg.train.seq_len)
     losses = []

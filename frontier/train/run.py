@@ -83,8 +83,9 @@ def budget_steps(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, steps: in
             "once_s": cost.once_s(counted) if cost else None}
 
 
-def setup(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, dist: Dist) -> Training:
-    """`setup_training`, after a fresh compile cache for a compiled run (its compile time and counts are its own)."""
+def setup(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, dist: Dist = ONE) -> Training:
+    """`setup_training`, after a fresh compile cache for a compiled run (its compile time and counts are its own;
+    a replay, `frontier.study.replay`, sets up the same way, so that it runs the compiled code it checks)."""
     if cfg.train.compile or cfg.train.compile_optimizer:
         fresh_compile()
     return setup_training(cfg, dataset, device, seed, dist)
