@@ -26,9 +26,12 @@ def _results():
     return {"baseline": _recs("baseline", [1.90, 1.92, 1.91], steps=[90, 100, 110], tokens_per_s=1000.0),
             "compile": _recs("compile", [1.89, 1.925, 1.905], steps=[120, 125, 130], tokens_per_s=1250.0),
             "bigram": _recs("bigram", [1.80, 1.83, 1.81]),
-            "ngram": _recs("ngram", [1.70, 1.72, 1.705]),
+            # seed 2 of the n-gram mix one step further than the rungs beside it: no two rungs at the same steps
+            # but the momentum warm-up, a speed-neutral change over it (its budget runs are at equal steps)
+            "ngram": _recs("ngram", [1.70, 1.72, 1.705], steps=[100, 100, 101]),
             "ema": _recs("ema", [1.69, 1.715, 1.70]),
-            "final": _recs(FINAL, [1.68, 1.70, 1.69])}
+            "ngram-momentum": _recs("ngram-momentum", [1.695, 1.716, 1.702], steps=[100, 100, 101]),
+            "final": _recs(FINAL, [1.68, 1.70, 1.69], steps=[100, 100, 101])}
 
 
 def _sweep(steps=420, seeds=(0, 1, 2)):
@@ -198,12 +201,15 @@ def test_a_gain_from_one_seed_is_labelled_one_seed(tmp_path):
 
     fig = ladder.ladder_figure(ladder.ladder_rows({k: v[:1] for k, v in _results().items()}), writeup=False)
     texts = [t.get_text() for t in fig.axes[1].texts]
-    # every learning rung's bar says one seed; the speed rung's bar its speed instead
-    assert texts.count("one seed") == len(fig.axes[1].patches) - 1 and "one seed" not in texts[0]
+    # every learning rung's bar at equal budget says one seed; the speed rung's bar its speed instead (with one seed
+    # each, rungs at the same steps as the rung below carry a hatched bar at equal steps too, labelled by its steps)
+    budget_bars = [p for p in fig.axes[1].patches if not p.get_hatch()]
+    assert texts.count("one seed") == len(budget_bars) - 1 and "one seed" not in texts[0]
     assert "one seed" in fig.axes[0].get_legend().get_texts()[0].get_text()
     save_figure(fig, tmp_path / "ladder.png")  # fits its canvas, bars from zero
     three = ladder.ladder_figure(ladder.ladder_rows(_results()))
-    assert [t.get_text() for t in three.axes[2].texts] == ["x1.25 tokens/s\n+25 steps"]  # no "one seed"
+    # no "one seed"; the momentum warm-up's bar at equal steps names its steps
+    assert [t.get_text() for t in three.axes[2].texts] == ["x1.25 tokens/s\n+25 steps", "100-101 steps"]
     save_figure(three, tmp_path / "ladder3.png")
 
 
@@ -413,11 +419,13 @@ def test_the_gain_panel_shows_equal_steps_and_speed(tmp_path):
     fig = ladder.ladder_figure(rows)
     gain = fig.axes[2]
     texts = [t.get_text() for t in gain.texts]
-    assert texts == ["x1.25 tokens/s\n+25 steps"] + ["420 steps"] * (2 if FINAL == "ema" else 1)  # final: ema too
-    hatched = [p for p in gain.patches if p.get_hatch()]
-    assert len(hatched) == (2 if FINAL == "ema" else 1) and all(math.isclose(h.get_height(), 0.004) for h in hatched)
+    # the EMA's sweep at 420 steps; the momentum warm-up's own budget runs, at the n-gram mix's steps seed by seed
+    assert texts == ["x1.25 tokens/s\n+25 steps"] + ["420 steps"] * (2 if FINAL == "ema" else 1) + ["100-101 steps"]
+    hatched = [p.get_height() for p in gain.patches if p.get_hatch()]
+    assert len(hatched) == (3 if FINAL == "ema" else 2) and math.isclose(hatched[0], 0.004)
+    assert math.isclose(hatched[-1], (0.005 + 0.004 + 0.003) / 3)
     assert [t.get_text() for t in gain.get_legend().get_texts()] == ["at equal budget (this ladder)",
-                                                                     "at equal steps (sweep)"]
+                                                                     "at equal steps (sweep, or runs of the same steps)"]
     assert gain.get_xticklabels()[0].get_text() == "torch.compile\n120-130 steps"
     save_figure(fig, tmp_path / "ladder.png")  # fits its canvas
 
@@ -488,3 +496,22 @@ def test_the_rule_at_five_seeds_keeps_only_below_p_001(monkeypatch):
     assert kept is None and why.startswith("not shown: equal steps: not shown (p = 0.020")
     kept, why = ladder.rule_verdict({"gain": 0.03, "p": 0.001, "seeds": 4}, budget)
     assert kept is None and "a verdict needs 5" in why
+
+
+def test_a_speed_neutral_rung_is_judged_at_equal_steps_by_its_own_budget_runs():
+    rows = {r["rung"]: r for r in ladder.ladder_rows(_results())}
+    m = rows["momentum warm-up"]
+    assert m["over"] == "ngram"  # built on the n-gram mix, not on the EMA stacked beside it
+    e = m["equal_steps"]  # every seed trained the n-gram mix's steps: the budget runs are at equal steps
+    assert e["steps_seen"] == [100, 101] and e["seeds"] == 3 and e["with"] == "ngram-momentum"
+    assert math.isclose(e["gain"], m["gain"]) and e["p"] == m["p"]
+    assert "the budget runs: the same steps each seed" in ladder.equal_steps_cell(m)
+    assert m["verdict"].startswith("kept: equal steps: better")
+    # one seed a step off: no longer equal steps, so the rule has only the budget to read
+    res = _results()
+    res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716, 1.702], steps=[100, 100, 100])
+    m = next(r for r in ladder.ladder_rows(res) if r["rung"] == "momentum warm-up")
+    assert "equal_steps" not in m and m["verdict"].startswith("not shown: equal steps not measured")
+    # a seed missing on one side: not paired seed by seed, so not equal steps either
+    res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716], steps=[100, 100])
+    assert ladder.same_steps(res["ngram-momentum"], _results()["ngram"], None) is None

@@ -16,7 +16,8 @@ the records into the table. Every rung is presented by the project's rule (`fron
 - A learning rung shows its gain at equal budget over the nearest rung below that its recipe is built on (a rung
   whose change was not kept is skipped: the final recipe's gain is over what it stands on), paired by seed
   (`frontier.study.compare.paired_test`); where a sweep measured the same change at equal steps (`EqualSteps`),
-  that gain and its p beside it; and its verdict by `frontier.study.compare.keep` (equal steps first, then the
+  that gain and its p beside it (without one, where every seed trained the steps of the rung below, as a
+  speed-neutral change such as an optimiser setting does, the budget runs are that comparison: `same_steps`); and its verdict by `frontier.study.compare.keep` (equal steps first, then the
   budget; a change of the model's size, which trades steps, at equal budget alone).
 
 The equal-steps evidence is handed in explicitly, rung by rung, as rows of a sweep record. For the final ladder
@@ -82,6 +83,8 @@ LADDER: tuple[Rung, ...] = (
     Rung("embedding fix", "bigram", "the 2^k-row hashed bigram table, updated sparsely", "04"),
     Rung("n-gram mix", "ngram", "an n-gram model counted from the train shards, mixed into the logits", "05"),
     Rung("EMA", "ema", "an exponential moving average of the weights over the warm-down", "06"),
+    Rung("momentum warm-up", "ngram-momentum", "Muon's momentum warmed up over the whole run, not its first 300 steps",
+         "07"),
     Rung("final", "final", "the final recipe: `frontier.recipes.FINAL` (chapter 07)", "07"),
 )
 
@@ -207,6 +210,22 @@ class WithinRuns:
                 "path": None, "runs": [repo_path(r.get("run_dir", "")) for r in recs], "code": None}
 
 
+def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
+    """A learning rung's gain at equal steps read from its own budget runs, where each seed trained exactly the steps
+    of the rung below (a speed-neutral change, such as an optimiser setting, buys the same steps): the comparison at
+    equal budget is then one at equal steps too. `d`: their paired test (`compare.paired_test`, below minus this).
+    None where any seed's steps differ, or a seed is missing from either side."""
+    mine = {r.get("seed"): r["steps"] for r in recs}
+    theirs = {r.get("seed"): r["steps"] for r in other_recs}
+    if not mine or mine != theirs or None in mine:
+        return None
+    return {"gain": -d.delta, "p": d.p, "diff_std": d.diff_std, "seeds": d.pairs, "steps": None,
+            "steps_seen": sorted(set(mine.values())), "with": recs[0].get("recipe"), "without": other_recs[0].get("recipe"),
+            "variant": recs[0].get("recipe"), "removes": False, "sweep": "the budget runs",
+            "where": "the budget runs: the same steps each seed", "path": None,
+            "runs": [repo_path(r.get("run_dir", "")) for r in recs], "code": None}
+
+
 def _mean_tokens_per_s(recs: list[dict]) -> float | None:
     vals = [r["tokens_per_s"] for r in recs if r.get("tokens_per_s")]
     return mean(vals) if vals else None
@@ -317,7 +336,8 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
     A speed rung (`kind` "speed") adds `over_tokens_per_s`, `speed_ratio`, `steps_bought` and a `verdict` about
     speed (`speed_verdict`); its `p` is None: no bpb test. A learning rung (`kind` "learning") adds `p` (the paired
     t-test at equal budget), `budget_verdict` (`compare.judge`), `trades_steps`, `equal_steps` (where given:
-    `EqualSteps.measure()`), and `kept` and `verdict` by `compare.keep` (`rule_verdict`).
+    `EqualSteps.measure()`, else `same_steps` where every seed trained the steps of the rung below), and `kept` and
+    `verdict` by `compare.keep` (`rule_verdict`).
 
     `equal_steps` maps a rung's recipe (as `LADDER` names it, or the recipe it resolves to) to its `EqualSteps`;
     see the module's docstring for the final ladder's call. A rung without a recipe, or without runs, is a row
@@ -368,7 +388,7 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
                 evidence = equal_steps.get(rung.recipe) or equal_steps.get(name)
                 if evidence == WITHIN_RUNS:
                     evidence = WithinRuns(tuple(recs), other.name)
-                at_steps = evidence.measure() if evidence is not None else None
+                at_steps = evidence.measure() if evidence is not None else same_steps(recs, other_recs, d)
                 trades = trades_steps(name, other.name)
                 row.update(p=d.p, budget_verdict=judge(*at_budget), trades_steps=trades)
                 if at_steps is not None:
@@ -485,7 +505,7 @@ def equal_steps_cell(row: dict) -> str:
     e = row.get("equal_steps")
     if e:
         return (f"{e['gain']:+.4f}{_p(e['p'])} ({_seeds(e['seeds'])}, {steps_span(e.get('steps_seen'), e['steps'])}: "
-                f"`{e['with']}` over `{e['without']}`, sweep {e['sweep']})")
+                f"`{e['with']}` over `{e['without']}`, {e.get('where') or 'sweep ' + e['sweep']})")
     return "not measured" if row.get("kind") == "learning" and "gain" in row else ""
 
 
@@ -637,7 +657,7 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     if any_steps:
         ax_gain.legend(handles=[Patch(facecolor="0.6", label="at equal budget (this ladder)"),
                                 Patch(facecolor="0.6", alpha=0.55, hatch="//", edgecolor="k",
-                                      label="at equal steps (sweep)")], fontsize=7, loc="best")
+                                      label="at equal steps (sweep, or runs of the same steps)")], fontsize=7, loc="best")
     return fig
 
 
