@@ -37,8 +37,8 @@ box = ch.box()
 # %% [markdown]
 # ## The record card
 #
-# `final` names the recipe the ladder's rule built (`frontier.recipes.FINAL`): `ngram`, the n-gram mix on the
-# hashed bigram table, compiled. A run's record card (`frontier.study.card`; `frontier card RUN_DIR` prints all of
+# `final` names the recipe the ladder's rule built (`frontier.recipes.FINAL`): `ngram-momentum`, the n-gram mix on
+# the hashed bigram table, compiled, with Muon's momentum warmed up over the whole run. A run's record card (`frontier.study.card`; `frontier card RUN_DIR` prints all of
 # it) gathers what a reader needs to check one run. Here its seed 0: the score on both held-out splits with the
 # steps and epochs behind it, the one command that trains it again (checked by resolving its flags back to the
 # recorded config), and what the scored model holds, in bytes.
@@ -80,7 +80,8 @@ print("trained parameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()
 # leave-one-out, as `frontier ladder ... --equal-steps ...` in the README does. A speed rung (torch.compile) is
 # judged by the steps it buys; a learning rung by the rule (`frontier.study.compare.RULE`: at equal steps first,
 # paired by seed, then at equal budget; kept only at p < 0.01 over at least 5 seeds). The NKI kernels rung changes
-# nothing a CPU can train (chapter 03). `final` is the n-gram mix rung, so it is shown once.
+# nothing a CPU can train (chapter 03). The momentum warm-up changes no step's cost, so it buys the n-gram mix's own
+# steps seed by seed: its budget runs are its comparison at equal steps too. `final` is that rung, shown once.
 
 # %%
 from frontier.figures import new_figure
@@ -163,7 +164,8 @@ ch.figure(fig, "07_ladder")
 # and 400 steps: a step-limited run is nearly deterministic, so each pair differs by the part alone. `ema` is the
 # base because its runs also measure the average (their live weights, at the same step, are the run without it).
 # Without everything it is the baseline at 400 steps. The equal-budget stage is the ladder's pairs: each part's
-# rung over the rung it is built on, at the steps the budget buys each.
+# rung over the rung it is built on, at the steps the budget buys each. The final's momentum warm-up is not among
+# these parts: a setting of the optimiser, not a part of the model, it is measured by its own rung above.
 
 # %%
 from frontier.figures import new_figure
@@ -314,64 +316,58 @@ else:
 # %%
 from frontier.figures import new_figure
 from frontier.records import epochs_read
-from frontier.recipes import get_recipe
 from frontier.study import experiments as ex
-from frontier.study.compare import keep, p_text, paired_gain
+from frontier.study.compare import p_text
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
 P = ch.profile
 n = P.seeds
-final = get_recipe("final").name
+screened = "ngram"  # the final recipe when the sizes were screened; the momentum warm-up came after, on its own
 
 
-def run(seed, sizes):  # the final at another batch size gets folders of its own: `ngram-batch-32/s0`
-    return ch.run("final", seed, sizes=sizes, label=f"{final}-{ex.size_label(sizes)}" if sizes else None)
+def run(seed, sizes):  # the recipe at another batch size gets folders of its own: `ngram-batch-32/s0`
+    return ch.run(screened, seed, sizes=sizes, label=f"{screened}-{ex.size_label(sizes)}" if sizes else None)
 
 
 base, runs, replicated = ex.batch_screen(run, ex.BATCH_SWEEPS.get(P.name, []), n)
 rows = []
 for b, v in runs.items():
-    g = {score: paired_gain(base[:len(v)], v, score) for score in ("val_bpb", "test_bpb")
-         if all(r.get(score) is not None for r in base + v)}
-    why = keep(None, g["val_bpb"], trades_steps=True)[1]
+    verdict = ex.batch_verdict(base, v)
     rows.append({"batch": b, "steps": v[0]["steps"], "tokens": v[0]["tokens"], "epochs": epochs_read(v[0]),
-                 "seeds": len(v), "val": sum(r["val_bpb"] for r in v) / len(v), "gain": g["val_bpb"][0],
-                 "p": p_text(g["val_bpb"][1]), "test": g["test_bpb"][0] if "test_bpb" in g else None,
-                 "verdict": why.split(";")[0]})
+                 "seeds": len(v), "val": sum(r["val_bpb"] for r in v) / len(v), "gain": verdict["gain"],
+                 "p": p_text(verdict["p"]), "test": verdict["test_gain"], "verdict": verdict["verdict"]})
 rows.insert(0, {"batch": P.batch_size, "steps": base[0]["steps"], "tokens": base[0]["tokens"],
                 "epochs": epochs_read(base[0]), "seeds": n,
                 "val": sum(r["val_bpb"] for r in base) / n, "gain": None, "p": "", "test": None,
-                "verdict": f"`{final}` (the profile's batch)"})
+                "verdict": f"`{screened}` (the profile's batch)"})
 display(Markdown(markdown_table(sorted(rows, key=lambda r: r["batch"]), {
     "batch": "sequences a step", "steps": "steps (bought)", "tokens": "tokens read", "epochs": "epochs read",
     "seeds": "seeds", "val": "val_bpb (mean)", "gain": "gain at equal budget (val, paired)", "p": "p", "test": "gain on test",
     "verdict": "verdict (the rule)"}, {"epochs": ".3f", "val": ".4f", "gain": "+.4f", "test": "+.4f"})))
 for b, (fb, fv) in replicated.items():
-    g = {score: paired_gain(fb, fv, score) for score in ("val_bpb", "test_bpb")
-         if all(r.get(score) is not None for r in fb + fv)}
-    kept, why = keep(None, g["val_bpb"], trades_steps=True)
-    print(f"batch {b}, replicated on seeds {n}-{2 * n - 1} alone: gain {g['val_bpb'][0]:+.4f} val "
-          f"({p_text(g['val_bpb'][1])})" + (f", {g['test_bpb'][0]:+.4f} test ({p_text(g['test_bpb'][1])})"
-                                             if "test_bpb" in g else "") + f": {why.split(';')[0]}")
+    verdict = ex.batch_verdict(fb, fv)
+    test = "" if verdict["test_gain"] is None else f", {verdict['test_gain']:+.4f} test ({p_text(verdict['test_p'])})"
+    print(f"batch {b}, replicated on seeds {n}-{2 * n - 1} alone: gain {verdict['gain']:+.4f} val "
+          f"({p_text(verdict['p'])}){test}: {verdict['verdict']}")
 
 fig, ax = new_figure(6.4, 3.8)
 every = {P.batch_size: base, **runs}
 for b, recs in sorted(every.items()):
     ax.scatter([b] * len(recs), [r["val_bpb"] for r in recs], s=12, color="0.4", alpha=0.6)
-    ax.annotate(f"{recs[0]['steps']} steps", (b, max(r["val_bpb"] for r in recs)), textcoords="offset points",
-                xytext=(0, 6), ha="center", fontsize=8)
+    ax.annotate(f"{recs[0]['steps']} steps\n{len(recs)} seeds", (b, max(r["val_bpb"] for r in recs)),
+                textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
 xs = sorted(every)
 ax.plot(xs, [sum(r["val_bpb"] for r in every[b]) / len(every[b]) for b in xs], "o-", color="C0",
-        label="mean over the seeds run")
+        label="mean over the seeds run (from seed 0; the replication's seeds are not drawn)")
 ax.set_xscale("log", base=2)
 ax.set_xticks(xs, [str(b) for b in xs])
 ax.set_xlabel("sequences a step (each buys its own steps at the budget)")
 ax.set_ylabel("val_bpb (lower is better)")
-ax.set_title(f"{final} at {P.budget_s:g} reference s, {P.name} profile, {P.corpus} corpus", fontsize=9)
-ax.margins(y=0.2)
+ax.set_title(f"{screened} at {P.budget_s:g} reference s, {P.name} profile, {P.corpus} corpus", fontsize=9)
+ax.margins(x=0.12, y=0.25)
 ax.grid(alpha=0.3)
-ax.legend(fontsize=8)
+ax.legend(fontsize=8, loc="upper center")
 ch.figure(fig, "07_batch")
 
 # %% [markdown]
@@ -584,7 +580,7 @@ P = ch.profile
 n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
-recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema") for r in ch.seeds(name, n)]
+recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema", "ngram-momentum") for r in ch.seeds(name, n)]
 
 def checked(run_dir):
     """A leave-one-out run's record with the current code's check of it (the section above replayed it)."""
@@ -595,9 +591,8 @@ def checked(run_dir):
 
 recs += [checked(x["run_dir"]) for row in sweep["rows"] if row["score"] == "val_bpb" for x in row["runs"].values()]
 recs += [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
-final = recipes.get_recipe("final").name
 _, batch_runs, replicated = ex.batch_screen(  # the batch sizes' runs, as the section above read them
-    lambda s, sz: ch.run("final", s, sizes=sz, label=f"{final}-{ex.size_label(sz)}" if sz else None),
+    lambda s, sz: ch.run("ngram", s, sizes=sz, label=f"ngram-{ex.size_label(sz)}" if sz else None),
     ex.BATCH_SWEEPS.get(P.name, []), n)
 recs += [r for v in batch_runs.values() for r in v] + [r for pair in replicated.values() for v in pair for r in v]
 recs = list({r["run_dir"]: r for r in recs}.values())
@@ -607,7 +602,7 @@ benches += [r for r in (load_bench_record(p) for p in sorted(folder.glob("compre
             if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
 benches += [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
 table = cost.load_table()  # the cost benches the batch sizes bought their steps from
-keys = [cost.cost_key(recipes.resolve("final", P, vocab_size=ch.data.vocab_size, sizes=sz))
+keys = [cost.cost_key(recipes.resolve("ngram", P, vocab_size=ch.data.vocab_size, sizes=sz))
         for sz in ex.BATCH_SWEEPS.get(P.name, [])]
 benches += [load_bench_record(REPO / p) for p in sorted({table[k].record for k in keys if k in table})]
 ch.records(recs, benches)

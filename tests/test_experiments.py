@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+import pytest
 import torch
 
 from frontier import records
@@ -269,7 +270,7 @@ def test_the_hardware_record_names_the_cpu_model_and_its_vector_kernels(monkeypa
 
 
 def test_the_batch_screen_confirms_a_size_better_on_both_seeds_and_replicates_a_near_miss_on_fresh_seeds():
-    from frontier.study.experiments import batch_screen
+    from frontier.study.experiments import batch_screen, batch_verdict
 
     base = [1.50, 1.56, 1.44, 1.52, 1.48, 1.51, 1.49, 1.53, 1.47, 1.50]  # the recipe's val_bpb by seed
     near = [0.008, 0.001, 0.005, 0.004, 0.007, 0.0005, 0.0007, 0.004, 0.003, 0.0003]  # batch 32's gain by seed
@@ -288,3 +289,12 @@ def test_the_batch_screen_confirms_a_size_better_on_both_seeds_and_replicates_a_
     assert list(replicated) == [32]  # a gain at p = 0.015: trained again on seeds 5-9, the recipe's beside it
     assert [[r["seed"] for r in v] for v in replicated[32]] == [[5, 6, 7, 8, 9]] * 2
     assert (2, 8) not in calls and (5, 8) not in calls
+    # the verdicts the screen acted on, as chapter 07 prints them: validation decides, test only where recorded
+    v = batch_verdict(recipe, runs[32])
+    assert v["seeds"] == 5 and v["gain"] == pytest.approx(sum(near[:5]) / 5) and 0.01 < v["p"] < 0.05
+    assert v["kept"] is None and v["verdict"].startswith("equal budget: not shown") and "equal steps" not in v["verdict"]
+    assert v["test_gain"] is None and v["test_p"] is None
+    worse = batch_verdict(recipe, runs[8])
+    assert worse["seeds"] == 2 and worse["gain"] == pytest.approx(-0.02) and worse["kept"] is None  # two seeds: a screen
+    scored = [dict(r, test_bpb=r["val_bpb"] + 0.1) for r in recipe], [dict(r, test_bpb=r["val_bpb"] + 0.1) for r in runs[32]]
+    assert batch_verdict(*scored)["test_gain"] == pytest.approx(v["gain"])

@@ -73,8 +73,6 @@ def batch_screen(run, sizes: list[dict], seeds: int) -> tuple[list[dict], dict[i
     both gets seeds up to `seeds`; one whose gain the rule does not show at that many seeds (`compare.keep`, a change
     that trades steps) is trained again on fresh seeds `seeds`..2*`seeds`-1 beside the recipe's own, to be judged on
     those alone. Returns (the recipe's runs, {batch: the size's runs}, {batch: (recipe's, size's fresh runs)})."""
-    from .compare import keep, paired_gain
-
     base = [run(s, None) for s in range(seeds)]
     runs: dict[int, list[dict]] = {}
     replicated: dict[int, tuple] = {}
@@ -82,11 +80,28 @@ def batch_screen(run, sizes: list[dict], seeds: int) -> tuple[list[dict], dict[i
         v = runs[sz["batch_size"]] = [run(s, sz) for s in (0, 1)]
         if all(r["val_bpb"] < b["val_bpb"] for r, b in zip(v, base)):
             v += [run(s, sz) for s in range(2, seeds)]
-        gain = paired_gain(base[:len(v)], v)
-        if "not shown" in keep(None, gain, trades_steps=True)[1] and gain[0] > 0:
+        verdict = batch_verdict(base, v)
+        if len(v) == seeds and verdict["kept"] is None and verdict["gain"] > 0:  # a near miss on every seed
             fresh = range(seeds, 2 * seeds)
             replicated[sz["batch_size"]] = ([run(s, None) for s in fresh], [run(s, sz) for s in fresh])
     return base, runs, replicated
+
+
+def batch_verdict(base: list[dict], runs: list[dict]) -> dict:
+    """A batch size's runs against the recipe's, paired by seed (the seeds `runs` has) at equal budget, the only
+    stage for a change that trades steps (`compare.keep`): `gain`, `p`, `seeds` on validation, which decides;
+    `test_gain`, `test_p` where every run scored a test split (reported); `kept` (True, False, None: not shown) and
+    `verdict`, the rule's words for the budget stage ("equal budget: not shown (p = 0.015; ...) (+0.0051, ...)")."""
+    from .compare import keep, paired_gain
+
+    paired = base[:len(runs)]
+    gain, p, n = paired_gain(paired, runs)
+    kept, why = keep(None, (gain, p, n), trades_steps=True)
+    out = {"gain": gain, "p": p, "seeds": n, "kept": kept, "verdict": why.split("; equal steps")[0],
+           "test_gain": None, "test_p": None}
+    if all(r.get("test_bpb") is not None for r in paired + runs):
+        out["test_gain"], out["test_p"], _ = paired_gain(paired, runs, "test_bpb")
+    return out
 
 
 # The weight average's settings chapter 06 screens at 400 steps (start, half-life as shares of the run), each scored
