@@ -533,4 +533,6 @@ def test_the_gain_panel_legend_covers_no_bar(source, tmp_path):
     gain = fig.axes[2]
     box = gain.get_legend().get_window_extent()
     bars = [p.get_window_extent() for p in gain.patches if p.get_height() > 0]
-    assert bars and not [b for b in bars if b.overlaps(box)]
+    drawn = bars + [t.get_window_extent() for t in gain.texts] + [x.get_window_extent() for x in gain.lines
+                                                                   if len(x.get_xdata()) == 1]  # error bars' caps
+    assert bars and not [b for b in drawn if b.overlaps(box)]

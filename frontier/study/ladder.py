@@ -654,11 +654,13 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     ax_gain.set_title("gain per rung at equal budget (green: kept by the rule,\nred: dropped, grey: not shown; "
                       "blue: a speed rung, not tested)", fontsize=9)
     ax_gain.grid(alpha=0.3, axis="y")
-    if any_steps:
+    if any_steps:  # in a band of its own above the bars: placed among them, it hid the top of the tallest
+        lo, hi = ax_gain.get_ylim()
+        ax_gain.set_ylim(lo, hi + 0.3 * (hi - lo))
         ax_gain.legend(handles=[Patch(facecolor="0.6", label="at equal budget (this ladder)"),
                                 Patch(facecolor="0.6", alpha=0.55, hatch="//", edgecolor="k",
                                       label="at equal steps (sweep, or runs of the same steps)")], fontsize=7,
-                       loc="upper right")  # the late rungs, right, gain least: "best" put it over a tall bar
+                       loc="upper right", ncols=2)
     return fig
 
 
