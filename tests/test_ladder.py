@@ -515,3 +515,24 @@ def test_a_speed_neutral_rung_is_judged_at_equal_steps_by_its_own_budget_runs():
     # a seed missing on one side: not paired seed by seed, so not equal steps either
     res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716], steps=[100, 100])
     assert ladder.same_steps(res["ngram-momentum"], _results()["ngram"], None) is None
+
+
+@pytest.mark.parametrize("source", ["fixture", "committed"])
+def test_the_gain_panel_legend_covers_no_bar(source, tmp_path):
+    """Neither on the fixture nor on the committed cpu ladder (the README's figure) does the legend hide a bar."""
+    from frontier.figures import save_figure
+
+    if source == "fixture":
+        rows = ladder.ladder_rows(_results(), equal_steps={"ema": ladder.EqualSteps(_sweep(), "ema")})
+    else:
+        from frontier.records import REPO
+
+        rows = ladder.latest_ladder_record("cpu", corpus="docstrings", root=REPO / "runs")["rows"]
+    fig = ladder.ladder_figure(rows, title=ladder.ladder_title(get_profile("cpu"), "docstrings", 5))
+    save_figure(fig, tmp_path / "ladder.png")  # laid out as saved
+    gain = fig.axes[2]
+    box = gain.get_legend().get_window_extent()
+    bars = [p.get_window_extent() for p in gain.patches if p.get_height() > 0]
+    drawn = bars + [t.get_window_extent() for t in gain.texts] + [x.get_window_extent() for x in gain.lines
+                                                                   if len(x.get_xdata()) == 1]  # error bars' caps
+    assert bars and not [b for b in drawn if b.overlaps(box)]

@@ -654,10 +654,13 @@ def ladder_figure(rows: list[dict], title: str = "", writeup: bool = True):
     ax_gain.set_title("gain per rung at equal budget (green: kept by the rule,\nred: dropped, grey: not shown; "
                       "blue: a speed rung, not tested)", fontsize=9)
     ax_gain.grid(alpha=0.3, axis="y")
-    if any_steps:
+    if any_steps:  # in a band of its own above the bars: placed among them, it hid the top of the tallest
+        lo, hi = ax_gain.get_ylim()
+        ax_gain.set_ylim(lo, hi + 0.3 * (hi - lo))
         ax_gain.legend(handles=[Patch(facecolor="0.6", label="at equal budget (this ladder)"),
                                 Patch(facecolor="0.6", alpha=0.55, hatch="//", edgecolor="k",
-                                      label="at equal steps (sweep, or runs of the same steps)")], fontsize=7, loc="best")
+                                      label="at equal steps (sweep, or runs of the same steps)")], fontsize=7,
+                       loc="upper right", ncols=2)
     return fig
 
 
@@ -705,7 +708,7 @@ def latest_ladder_record(profile: str, corpus: str | None = None, root: str | Pa
 
 LADDER_COLUMNS = {"rung": "rung", "recipe": "recipe", "bpb": "val_bpb (mean ± std, seeds, steps)",
                   "test": "test_bpb (mean ± std; gain over the rung below, paired)",
-                  "regime": "epochs read; val - train loss", "tokens": "tokens/s", "equal_steps": "gain at equal steps (sweep, paired by seed)",
+                  "regime": "epochs read; val - train loss", "tokens": "tokens/s", "equal_steps": "gain at equal steps (paired by seed)",
                   "budget": "gain at equal budget over the rung it is built on (paired by seed)",
                   "verdict": "verdict (the rule)", "total": "over baseline", "note": "note"}
 
@@ -732,7 +735,7 @@ def readme_table(record: dict) -> str:
     extra = " test_bpb here (mean ± std; gain over the rung below, paired) | epochs read; val - train loss |"
     lines = [README_BEGIN.format(path=repo_path(record["path"])),
              "| rung | recipe | val_bpb here (mean ± std, seeds, steps) |" + (extra if tested else "")
-             + " tokens/s | gain at equal steps (sweep, paired by seed) | gain at equal budget over the rung it is "
+             + " tokens/s | gain at equal steps (paired by seed) | gain at equal budget over the rung it is "
              "built on (paired by seed) | verdict (`frontier.study.compare.RULE`) | the write-up's (Trn2) |",
              "|---|---|---|" + ("---|---|" if tested else "") + "---|---|---|---|---|"]
     for r in judged_rows(record["rows"]):
