@@ -298,8 +298,8 @@ print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not s
 # At the budget `ema` is 0.0016 better than `ngram` on validation (380 against 375 steps, p < 0.001, the committed
 # runs). The committed cost table prices `ema`'s step and counting a little below `ngram`'s (0.7% and 4%, inside
 # the cost bench's spread: the average adds work to a step), and those five steps are the gain. It was not better
-# at equal steps, so the rule does not show it, and the weight average left the final recipe: `final` is `ngram`
-# (`frontier.recipes.FINAL`). Its constants (start 0.5, half-life 0.05 of the run, every step, scored as 0.6 average
+# at equal steps, so the rule does not show it, and the weight average left the final recipe, which is built on
+# `ngram` instead (`frontier.recipes.FINAL`, chapter 07). Its constants (start 0.5, half-life 0.05 of the run, every step, scored as 0.6 average
 # + 0.4 live) were chosen on the earlier ground (the small embedded corpus, a sibling recipe, 400 steps, 3 seeds:
 # `runs/cpu/sweeps/sweep-average-400-20261203-070854.json`); the next section screens others at this run length.
 
