@@ -327,7 +327,7 @@ from IPython.display import Markdown, display
 
 P = ch.profile
 n = P.seeds
-screened = "ngram"  # the final recipe when the sizes were screened; the momentum warm-up came after, on its own
+screened = "ngram"  # the batch screen is of `ngram`, the final's parent (the final's own batch 32: below)
 
 
 def run(seed, sizes):  # the recipe at another batch size gets folders of its own: `ngram-batch-32/s0`
@@ -385,7 +385,7 @@ ch.figure(fig, "07_batch")
 # and still not shown. `ngram` kept the profile's 16 sequences a step, and so does the final built on it. In
 # `ngram` Muon's momentum warms up over 300 steps, longer than the 208 that batch 32 buys; the final's warms up over
 # the whole run, however many steps that is. Screened on the final (seeds 0 and 1, paired with its runs), batch 32
-# was better on one seed and worse on the other (-0.0057 and +0.0011 val_bpb), so the screen stopped there
+# gained +0.0057 val_bpb on seed 0 and lost 0.0011 on seed 1 (208 steps against 375), so the screen stopped there
 # (`runs/cpu/docstrings/ngram-momentum-batch-32/`, docs/log.md).
 
 # %% [markdown]
@@ -535,7 +535,7 @@ print(f"goal: {goal:.2f} below the baseline on {split}: {'met' if -d.delta >= go
 # ## What this chapter found
 
 # %%
-from frontier.study import ablation
+from frontier.study import ablation, ladder
 from frontier.study.bench_records import load_bench_record
 from frontier.study.chapter import machine
 from frontier.study.compare import Group, judge, paired_test
@@ -558,12 +558,18 @@ comp = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressor
 ppmd = next((c[f"{split}_bpb"] for c in (comp[-1]["rows"] if comp else []) if c["compressor"] == "PPMd o16"), None)
 fm, fs, _ = mean_std(r[f"{split}_bpb"] for r in final)
 p_paired = f"p = {d.p:.4f}" if d.p >= 1e-4 else "p < 0.0001"
+record = ladder.latest_ladder_record(P.name, root=ch.root)  # the final's own rung, where it is not `ema`'s parts
+own = next((r for r in (record or {}).get("rows", []) if r.get("recipe") == final[0]["recipe"]
+            and r["rung"] != "final" and r.get("equal_steps")), None)
+own_text = "" if own is None else (
+    f" The {own['rung']} over `{own['over']}`: {own['equal_steps']['gain']:+.4f} at "
+    f"{ladder.steps_span(own['equal_steps']['steps_seen'])} ({own['verdict'].split(':')[0]}).")
 text = (f"**final = `{final[0]['recipe']}`: {split} {fm:.4f} ± {fs:.4f}** ({n} seeds, {final[0]['steps']} steps) "
         f"against the baseline's {mean_std(r[f'{split}_bpb'] for r in base)[0]:.4f} ({base[0]['steps']} steps): "
         f"{-d.delta:.4f} better (paired {p_paired}); the goal of 0.20 {'met' if -d.delta >= 0.20 else 'missed'}. "
         f"Each part's worth at {steps} steps, removed from `ema`: "
         + "; ".join(f"the {k} {g:+.4f} ({v})" for k, (g, v) in part.items() if k != "everything") + "."
-        + (f" PPMd o16 given the training text: {ppmd:.4f}." if ppmd is not None else "")
+        + own_text + (f" PPMd o16 given the training text: {ppmd:.4f}." if ppmd is not None else "")
         + f" {P.name} profile, {machine()}.")
 box.update(text)
 print(f"{len(text)} characters")

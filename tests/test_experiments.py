@@ -274,21 +274,28 @@ def test_the_batch_screen_confirms_a_size_better_on_both_seeds_and_replicates_a_
 
     base = [1.50, 1.56, 1.44, 1.52, 1.48, 1.51, 1.49, 1.53, 1.47, 1.50]  # the recipe's val_bpb by seed
     near = [0.008, 0.001, 0.005, 0.004, 0.007, 0.0005, 0.0007, 0.004, 0.003, 0.0003]  # batch 32's gain by seed
+    mixed = [0.01, -0.002]  # batch 64: better on seed 0, worse on seed 1, better on average
     calls = []
 
     def run(seed, sizes):
         calls.append((seed, None if sizes is None else sizes["batch_size"]))
         b = None if sizes is None else sizes["batch_size"]
-        v = base[seed] - (near[seed] if b == 32 else -0.02 if b == 8 else 0.0)
+        v = base[seed] - (near[seed] if b == 32 else -0.02 if b == 8 else mixed[seed] if b == 64 else 0.0)
         return {"seed": seed, "val_bpb": v, "run_dir": f"b{b}/s{seed}"}
 
-    recipe, runs, replicated = batch_screen(run, [dict(batch_size=8), dict(batch_size=32)], 5)
+    sizes = [dict(batch_size=8), dict(batch_size=32), dict(batch_size=64)]
+    recipe, runs, replicated = batch_screen(run, sizes, 5)
     assert [r["seed"] for r in recipe] == [0, 1, 2, 3, 4]
     assert [r["seed"] for r in runs[8]] == [0, 1]  # worse on the screen's seeds: no more seeds
+    assert [r["seed"] for r in runs[64]] == [0, 1]  # better on one seed only: a screen, not confirmed or replicated
     assert [r["seed"] for r in runs[32]] == [0, 1, 2, 3, 4]  # better on both: every seed
     assert list(replicated) == [32]  # a gain at p = 0.015: trained again on seeds 5-9, the recipe's beside it
     assert [[r["seed"] for r in v] for v in replicated[32]] == [[5, 6, 7, 8, 9]] * 2
-    assert (2, 8) not in calls and (5, 8) not in calls
+    assert not {(2, 8), (5, 8), (2, 64), (5, 64)} & set(calls)
+    # a profile of two seeds (smoke): every size is a screen, nothing is replicated, whatever its mean gain
+    calls.clear()
+    _, runs2, replicated2 = batch_screen(run, sizes, 2)
+    assert replicated2 == {} and all(len(v) == 2 for v in runs2.values()) and max(s for s, _ in calls) == 1
     # the verdicts the screen acted on, as chapter 07 prints them: validation decides, test only where recorded
     v = batch_verdict(recipe, runs[32])
     assert v["seeds"] == 5 and v["gain"] == pytest.approx(sum(near[:5]) / 5) and 0.01 < v["p"] < 0.05
@@ -296,5 +303,9 @@ def test_the_batch_screen_confirms_a_size_better_on_both_seeds_and_replicates_a_
     assert v["test_gain"] is None and v["test_p"] is None
     worse = batch_verdict(recipe, runs[8])
     assert worse["seeds"] == 2 and worse["gain"] == pytest.approx(-0.02) and worse["kept"] is None  # two seeds: a screen
-    scored = [dict(r, test_bpb=r["val_bpb"] + 0.1) for r in recipe], [dict(r, test_bpb=r["val_bpb"] + 0.1) for r in runs[32]]
-    assert batch_verdict(*scored)["test_gain"] == pytest.approx(v["gain"])
+    # test scored apart from validation: the size 0.001 a seed further ahead on test than on validation
+    scored = ([dict(r, test_bpb=r["val_bpb"] + 0.1) for r in recipe],
+              [dict(r, test_bpb=r["val_bpb"] + 0.1 - 0.001 * (1 + r["seed"])) for r in runs[32]])
+    t = batch_verdict(*scored)
+    assert t["test_gain"] == pytest.approx(v["gain"] + 0.003) and t["gain"] == pytest.approx(v["gain"])
+    assert t["test_p"] is not None and t["test_p"] != v["p"]

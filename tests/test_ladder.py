@@ -512,6 +512,9 @@ def test_a_speed_neutral_rung_is_judged_at_equal_steps_by_its_own_budget_runs():
     res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716, 1.702], steps=[100, 100, 100])
     m = next(r for r in ladder.ladder_rows(res) if r["rung"] == "momentum warm-up")
     assert "equal_steps" not in m and m["verdict"].startswith("not shown: equal steps not measured")
+    # the same steps, but on other seeds: paired seed by seed, not as a set
+    res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716, 1.702], steps=[101, 100, 100])
+    assert ladder.same_steps(res["ngram-momentum"], _results()["ngram"], None) is None
     # a seed missing on one side: not paired seed by seed, so not equal steps either
     res["ngram-momentum"] = _recs("ngram-momentum", [1.695, 1.716], steps=[100, 100])
     assert ladder.same_steps(res["ngram-momentum"], _results()["ngram"], None) is None

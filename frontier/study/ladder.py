@@ -17,27 +17,28 @@ the records into the table. Every rung is presented by the project's rule (`fron
   whose change was not kept is skipped: the final recipe's gain is over what it stands on), paired by seed
   (`frontier.study.compare.paired_test`); where a sweep measured the same change at equal steps (`EqualSteps`),
   that gain and its p beside it (without one, where every seed trained the steps of the rung below, as a
-  speed-neutral change such as an optimiser setting does, the budget runs are that comparison: `same_steps`); and its verdict by `frontier.study.compare.keep` (equal steps first, then the
-  budget; a change of the model's size, which trades steps, at equal budget alone).
+  speed-neutral change such as an optimiser setting does, the budget runs are that comparison: `same_steps`); and
+  its verdict by `frontier.study.compare.keep` (equal steps first, then the budget; a change of the model's size,
+  which trades steps, at equal budget alone).
 
-The equal-steps evidence is handed in explicitly, rung by rung, as rows of a sweep record. For the final ladder
-(sweep `ablation-final-420`: base `ngram`; variants `bigram`, which is ngram without the n-gram mix,
-`ngram-no-bigram`, without the bigram table, and `ema`, with the weight average):
+The equal-steps evidence is handed in explicitly, rung by rung, as rows of a sweep record. For the cpu ladder on
+the docstrings corpus (sweep `ablation-ema-400-docstrings`: base `ema`, each part removed at 400 steps; the momentum
+warm-up needs none, its own runs train the n-gram mix's steps):
 
     from frontier.study.ladder import EqualSteps, ladder_rows, run_ladder
     from frontier.study.sweep import newest_sweep
 
-    sweep = newest_sweep("runs", "cpu", "ablation-final-420")
-    rows = ladder_rows(run_ladder("cpu", 3), equal_steps={
-        "ngram": EqualSteps(sweep, "bigram", removes=True),            # the n-gram mix: ngram over ngram without it
-        "bigram": EqualSteps(sweep, "ngram-no-bigram", removes=True),  # the bigram table, taken out of ngram
-        "ema": EqualSteps(sweep, "ema"),                               # the EMA, added to ngram
+    sweep = newest_sweep("runs", "cpu", "ablation-ema-400-docstrings")
+    rows = ladder_rows(run_ladder("cpu", 5), equal_steps={
+        "bigram": EqualSteps(sweep, "- bigram table", removes=True),  # the bigram table, taken out of ema
+        "ngram": EqualSteps(sweep, "- n-gram mix", removes=True),     # the n-gram mix, taken out of ema
+        "ema": EqualSteps(sweep, "- weight average (its live weights)", removes=True),  # ema's own live weights
     })
 
 (a variant is named by its sweep row's `name`, else its `recipe`; `frontier ladder --equal-steps
-ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema ...` is the same as a command).
-A key names a rung by its recipe in `LADDER` or the recipe that resolves to: "ema" also serves the final rung
-while `final` names `ema`; `ema=within-runs` (`WITHIN_RUNS`) measures a weight average inside its own runs
+"bigram=ablation-ema-400-docstrings:- bigram table:removes" ...` is the same as a command, the README has it whole).
+A key names a rung by its recipe in `LADDER` or the recipe that resolves to: a key of the rung whose recipe `final`
+names also serves the final rung; `ema=within-runs` (`WITHIN_RUNS`) measures a weight average inside its own runs
 (`WithinRuns`: live against declared weights at the same step). Every bpb the tables print carries its steps (`bpb_cell`). `write_ladder_record`
 keeps the table beside the runs (`runs/PROFILE/ladder/CORPUS-TIME.json`), naming every run folder, sweep record
 and the code that made them; the README's table is read from such a record (`readme_table`), and ladder records
@@ -217,7 +218,7 @@ def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
     None where any seed's steps differ, or a seed is missing from either side."""
     mine = {r.get("seed"): r["steps"] for r in recs}
     theirs = {r.get("seed"): r["steps"] for r in other_recs}
-    if not mine or mine != theirs or None in mine:
+    if not mine or mine != theirs or None in mine or len(mine) != len(recs) or len(theirs) != len(other_recs):
         return None
     return {"gain": -d.delta, "p": d.p, "diff_std": d.diff_std, "seeds": d.pairs, "steps": None,
             "steps_seen": sorted(set(mine.values())), "with": recs[0].get("recipe"), "without": other_recs[0].get("recipe"),
