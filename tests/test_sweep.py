@@ -1,10 +1,11 @@
 """The keep/drop rule and sweeps at equal steps, paired by seed."""
 
+import json
 import math
 
 from frontier.study.compare import KEEP_ALPHA, MIN_SEEDS, judge, keep
 from frontier.recipes import FINAL
-from frontier.study.sweep import Variant, format_sweep, newest_sweep, run_sweep
+from frontier.study.sweep import Variant, format_sweep, newest_sweep, run_sweep, sweeps_named
 
 
 def test_one_seed_is_a_screen_never_a_verdict():
@@ -47,6 +48,11 @@ def test_a_sweep_pairs_every_variant_with_its_base_by_seed(tmp_path):
     third = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None)
     assert sorted((tmp_path / "smoke" / "sweeps").glob("*.json")) == written  # nothing new to say: no new record
     assert third["rows"] == rec["rows"] and third["path"] == rec["path"]
+    # a caller with fewer rows writes its own record; then the first caller's again finds its own, not a third
+    fewer = run_sweep("t", base, [], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None)
+    assert fewer["path"] != rec["path"] and newest_sweep(tmp_path, "smoke", "t")["path"] == fewer["path"]
+    fourth = run_sweep("t", base, [lr], profile="smoke", seeds=(0, 1), steps=3, root=tmp_path, log=lambda *a: None)
+    assert fourth["path"] == rec["path"] and len(list((tmp_path / "smoke" / "sweeps").glob("*.json"))) == 2
 
 
 def test_a_change_that_trades_steps_is_judged_at_equal_budget_alone():
@@ -74,3 +80,15 @@ def test_a_sweep_reports_test_beside_its_verdict_where_the_data_has_a_test_split
     t = [[r["runs"][s]["test_bpb"] for s in ("0", "1")] for r in rec["rows"]]
     assert None not in t[0] + t[1] and math.isclose(row["test_gain"], sum(t[0]) / 2 - sum(t[1]) / 2)
     assert "(test " in format_sweep(rec)
+
+
+def test_the_newest_sweep_of_a_second_is_the_one_written_last(tmp_path):
+    folder = tmp_path / "cpu" / "sweeps"
+    folder.mkdir(parents=True)
+    for stem, n in (("20261205-140706", 1), ("20261205-140706-2", 2), ("20261205-140706-3", 3), ("20261204-235959", 0),
+                    ("x-20261206-000000", 9)):  # the last: another sweep whose name starts with this one's
+        name = "t-x" if stem.startswith("x-") else "t"
+        (folder / f"sweep-t-{stem}.json").write_text(json.dumps({"record": "frontier-bench", "kind": "sweep",
+                                                                  "name": name, "n": n}))
+    assert newest_sweep(tmp_path, "cpu", "t")["n"] == 3
+    assert [r["n"] for r in sweeps_named(tmp_path, "cpu", "t")] == [3, 2, 1, 0]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,10 +120,14 @@ def run_sweep(name: str, base: Variant, variants: list[Variant], profile="cpu", 
     body = {"name": name, "profile": prof.name, "corpus": corpus, "seeds": list(seeds), "steps": steps,
             "budget_s": None if steps else prof.budget_s, "base": base.name, "rows": rows}
     arguments = {"name": name, "profile": prof.name, "seeds": list(seeds), "steps": steps, "corpus": corpus}
-    old = newest_sweep(root, prof.name, name) if write else None
-    if old is not None and all(old.get(k) == json.loads(json.dumps(v, default=jsonable)) for k, v in body.items()):
+    # a re-execution that reused every run says nothing a record of the same rows does not: that record, not a new
+    # one (any of them, newest first: two callers of one sweep with other rows would otherwise alternate as newest)
+    same = json.loads(json.dumps(body, default=jsonable))
+    old = next((r for r in sweeps_named(root, prof.name, name) if all(r.get(k) == v for k, v in same.items())),
+               None) if write else None
+    if old is not None:
         log(f"sweep {name}: the same runs and scores as {old.get('path')}: no new record")
-        return old  # a re-execution that reused every run says nothing the newest record does not
+        return old
     path = bench_records.new_record_path(Path(root) / prof.name / "sweeps", SWEEP_KIND, [name]) if write else None
     return bench_records.bench_record(SWEEP_KIND, arguments, None, f"{__name__}.run_sweep", body, path)
 
@@ -171,10 +176,22 @@ def format_sweep(rec: dict) -> str:
     return "\n".join(lines)
 
 
+def sweeps_named(root: str | Path, profile: str, name: str):
+    """The sweep records of that name in ROOT/PROFILE/sweeps/, newest first, each loaded as it is reached."""
+    def written(path: Path) -> tuple:  # NAME-20261205-140706.json, then NAME-20261205-140706-2.json that second
+        m = re.search(r"(\d{8}-\d{6})(?:-(\d+))?$", path.stem)
+        return (m.group(1), int(m.group(2) or 1)) if m else ("", 0)
+
+    for path in sorted((Path(root) / profile / "sweeps").glob(f"{SWEEP_KIND}-{name}-*.json"), key=written,
+                       reverse=True):
+        rec = bench_records.load_bench_record(path)
+        if rec.get("name") == name:  # not a longer name that starts with this one
+            yield rec
+
+
 def newest_sweep(root: str | Path, profile: str, name: str) -> dict | None:
     """The newest sweep record of that name in ROOT/PROFILE/sweeps/ (None: none)."""
-    found = sorted((Path(root) / profile / "sweeps").glob(f"{SWEEP_KIND}-{name}-*.json"), reverse=True)
-    return bench_records.load_bench_record(found[0]) if found else None
+    return next(sweeps_named(root, profile, name), None)
 
 
-__all__ = ["Variant", "format_sweep", "newest_sweep", "run_sweep"]
+__all__ = ["Variant", "format_sweep", "newest_sweep", "run_sweep", "sweeps_named"]
