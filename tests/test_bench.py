@@ -1,5 +1,6 @@
 import json
 import statistics
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +147,8 @@ def test_newest_record_reads_the_newest_of_a_kind_and_its_names(tmp_path):
     assert newest_record(tmp_path, "bench")["arguments"]["data"] == "a"  # any names: the compile-opt one, newest
     assert newest_record(tmp_path, "compressors")["kind"] == "compressors"
     assert newest_record(tmp_path, "bench", ["ngram"]) is None
+    # two records of one second (the same `created`): the newer is the one named after it, `-2`
+    first = Path(make("retrain", ["run"], "2026-12-06T00:00:00+00:00", "a"))
+    second = first.with_name(first.stem + "-2.json")  # as `new_record_path` names the next record of that second
+    second.write_text(json.dumps({**json.loads(first.read_text()), "arguments": {"data": "b"}}))
+    assert newest_record(tmp_path, "retrain")["arguments"]["data"] == "b"

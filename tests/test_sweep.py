@@ -87,8 +87,8 @@ def test_the_newest_sweep_of_a_second_is_the_one_written_last(tmp_path):
     folder.mkdir(parents=True)
     for stem, n in (("20261205-140706", 1), ("20261205-140706-2", 2), ("20261205-140706-3", 3), ("20261204-235959", 0),
                     ("x-20261206-000000", 9)):  # the last: another sweep whose name starts with this one's
-        name = "t-x" if stem.startswith("x-") else "t"
+        created = "2026-12-04T23:59:59+00:00" if n == 0 else "2026-12-05T14:07:06+00:00"
         (folder / f"sweep-t-{stem}.json").write_text(json.dumps({"record": "frontier-bench", "kind": "sweep",
-                                                                  "name": name, "n": n}))
+                                                                  "created": created, "n": n}))
     assert newest_sweep(tmp_path, "cpu", "t")["n"] == 3
     assert [r["n"] for r in sweeps_named(tmp_path, "cpu", "t")] == [3, 2, 1, 0]

@@ -140,27 +140,33 @@ def bench_record(kind: str, arguments: dict, command: list[str] | None, fn: str,
     return result
 
 
-def newest_record(folder: str | Path, kind: str, names=(), match=None) -> dict | None:
-    """The newest bench record of `kind` in `folder` (by its `created` time), read back (`load_bench_record`), or
-    None where there is none: only files named as `new_record_path` names them, for exactly `names` where given
-    (`bench-baseline+compile-...` is not `bench-baseline+compile-opt-...`), and only records for which
-    `match(record)` holds where given (the same data's manifest, say). A chapter quotes a committed record with it,
-    and runs the bench only where it finds none."""
+def records(folder: str | Path, kind: str, names=(), match=None) -> list[dict]:
+    """The bench records of `kind` in `folder`, newest first (by their `created` time, then, within one second, the
+    one `new_record_path` named last: `-3` before `-2` before none), each read back (`load_bench_record`): only files
+    named as `new_record_path` names them, for exactly `names` where given (`bench-baseline+compile-...` is not
+    `bench-baseline+compile-opt-...`), and only records for which `match(record)` holds where given."""
     import re
 
     folder = Path(folder)
     if not folder.is_dir():
-        return None
+        return []
     middle = re.escape("+".join(names)) if names else ".+"
-    pattern = re.compile(rf"{re.escape(kind)}-{middle}-\d{{8}}-\d{{6}}(-\d+)?\.json")
+    pattern = re.compile(rf"{re.escape(kind)}-{middle}-\d{{8}}-\d{{6}}(?:-(\d+))?\.json")
     found = []
     for path in folder.iterdir():
-        if not pattern.fullmatch(path.name):
+        named = pattern.fullmatch(path.name)
+        if not named:
             continue
         try:
             rec = load_bench_record(path)
         except UserError:
             continue
         if rec.get("kind") == kind and (match is None or match(rec)):
-            found.append(rec)
-    return max(found, key=lambda r: (str(r.get("created")), r["path"])) if found else None
+            found.append((str(rec.get("created")), int(named.group(1) or 1), rec))
+    return [rec for *_, rec in sorted(found, key=lambda x: x[:2], reverse=True)]
+
+
+def newest_record(folder: str | Path, kind: str, names=(), match=None) -> dict | None:
+    """The newest bench record of `kind` in `folder` (`records`' first), or None where there is none. A chapter quotes
+    a committed record with it, and runs the bench only where it finds none."""
+    return next(iter(records(folder, kind, names, match)), None)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -176,22 +175,14 @@ def format_sweep(rec: dict) -> str:
     return "\n".join(lines)
 
 
-def sweeps_named(root: str | Path, profile: str, name: str):
-    """The sweep records of that name in ROOT/PROFILE/sweeps/, newest first, each loaded as it is reached."""
-    def written(path: Path) -> tuple:  # NAME-20261205-140706.json, then NAME-20261205-140706-2.json that second
-        m = re.search(r"(\d{8}-\d{6})(?:-(\d+))?$", path.stem)
-        return (m.group(1), int(m.group(2) or 1)) if m else ("", 0)
-
-    for path in sorted((Path(root) / profile / "sweeps").glob(f"{SWEEP_KIND}-{name}-*.json"), key=written,
-                       reverse=True):
-        rec = bench_records.load_bench_record(path)
-        if rec.get("name") == name:  # not a longer name that starts with this one
-            yield rec
+def sweeps_named(root: str | Path, profile: str, name: str) -> list[dict]:
+    """The sweep records of that name in ROOT/PROFILE/sweeps/, newest first (`bench_records.records`)."""
+    return bench_records.records(Path(root) / profile / "sweeps", SWEEP_KIND, [name])
 
 
 def newest_sweep(root: str | Path, profile: str, name: str) -> dict | None:
     """The newest sweep record of that name in ROOT/PROFILE/sweeps/ (None: none)."""
-    return next(sweeps_named(root, profile, name), None)
+    return next(iter(sweeps_named(root, profile, name)), None)
 
 
 __all__ = ["Variant", "format_sweep", "newest_sweep", "run_sweep", "sweeps_named"]
