@@ -162,15 +162,17 @@ ch.figure(fig, "07_ladder")
 # %% [markdown]
 # ## Leave-one-out
 #
-# `frontier.study.ablation.run_ablation` trains (or reuses) `ema` and `ema` without each part, for the same seeds
-# and 400 steps: a step-limited run is nearly deterministic, so each pair differs by the part alone. `ema` is the
-# base because its runs also measure the average (their live weights, at the same step, are the run without it).
-# Without everything it is the baseline at 400 steps. The equal-budget stage is the ladder's pairs: each part's
-# rung over the rung it is built on, at the steps the budget buys each. The final's momentum warm-up is not among
-# these parts: a setting of the optimiser, not a part of the model, it is measured by its own rung above.
+# `frontier.study.ablation.run_ablation` trains (or reuses) the final recipe and the final without each of its parts,
+# for the same seeds and 400 steps: a step-limited run is nearly deterministic, so each pair differs by the part
+# alone. Without everything it is the baseline at 400 steps. The equal-budget stage is the ladder's pairs: each
+# part's rung over the rung it is built on, at the steps the budget buys each. The final's momentum warm-up is not
+# among these parts: a setting of the optimiser, not a part of the model, it stays in every variant and is measured
+# by its own rung above. The weight average, which left the final recipe, is judged in the ladder above (taken out
+# of `ema` at the same 400 steps) and under "What did not help" below.
 
 # %%
 from frontier.figures import new_figure
+from frontier.recipes import get_recipe
 from frontier.study import ablation
 from frontier.study.compare import Group, keep, p_text, paired_test
 from frontier.study.report import markdown_table
@@ -180,8 +182,9 @@ from IPython.display import Markdown, display
 P = ch.profile
 n = P.seeds
 steps = 400 if P.name == "cpu" else 10
-at_steps = ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root,
-                                 removes=["bigram", "ngram", "average", "all"], log=ch.log)
+final = get_recipe("final").name
+at_steps = ablation.run_ablation(final, P, seeds=range(n), steps=steps, root=ch.root,
+                                 removes=ablation.parts(final), log=ch.log)
 print(format_sweep(at_steps))
 
 
@@ -190,8 +193,8 @@ def group(name, recs, score="val_bpb"):
 
 
 pairs = {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"), "weight average": ("ngram", "ema"),
-         "everything": ("baseline", "ema")}
-runs = {r: ch.seeds(r, n) for r in ("baseline", "compile", "bigram", "ngram", "ema")}
+         "everything": ("baseline", final)}  # each part's rung over the rung below, at the budget
+runs = {r: ch.seeds(r, n) for r in {x for pair in pairs.values() for x in pair}}
 parts = []
 for row in at_steps["rows"][1:]:
     part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
@@ -224,15 +227,17 @@ ax.barh([y - 0.2 for y in ys], [p["budget_gain"] for p in shown], height=0.4, co
 ax.set_yticks(list(ys), [p["part"] for p in shown])
 ax.axvline(0, color="0.3", lw=0.8)
 ax.set_xlabel("val_bpb the part is worth (positive: it helps;\nmean over paired seeds, ± std of the differences)")
-ax.set_title(f"{P.name}: each part of `ema` removed ({n} seeds, paired)", fontsize=9)
+ax.set_title(f"{P.name}: each part of the final (`{final}`) removed ({n} seeds, paired)", fontsize=9)
 ax.legend(fontsize=7)
 ch.figure(fig, "07_ablation")
 
 # %% [markdown]
-# In the committed runs the n-gram mix is worth +0.1383 at 400 steps (p < 0.001; +0.1084 on test) and the bigram
-# table +0.0396 (p < 0.001; +0.0405 on test): both kept, and both better at equal budget too (+0.0842, p = 0.001;
-# +0.0377, p = 0.001). The weight average is worth -0.0006 at equal steps (p = 0.049): not shown; its +0.0016 at
-# equal budget is the five steps the cost table's bench spread gives it (chapter 06).
+# In the committed runs (`runs/cpu/sweeps/sweep-ablation-ngram-momentum-400-docstrings-20261205-144855.json`) the
+# n-gram mix is worth +0.1381 at 400 steps (p < 0.001; +0.1083 on test) and the bigram table +0.0407 (p < 0.001;
+# +0.0416 on test): both kept, and both better at equal budget too (+0.0842, p = 0.001; +0.0377, p = 0.001). Taken
+# out of `ema` they were worth +0.1383 and +0.0396: the parts stand on the final as they stood on the recipe before
+# it. Everything together is worth +0.2027 at 400 steps (+0.1714 on test), more than at the budget, where the
+# baseline's cheaper step buys it 27 more steps than the final's 375.
 
 # %% [markdown]
 # ## What the test split leaves uncertain
@@ -549,7 +554,7 @@ base, final = ch.seeds("baseline", n), ch.seeds("final", n)
 split = "test" if all(r.get("test_bpb") is not None for r in base + final) else "val"
 d = paired_test(*(Group(k, tuple(r[f"{split}_bpb"] for r in rs), (), tuple(r["seed"] for r in rs))
                   for k, rs in (("baseline", base), ("final", final))))
-sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
+sweep = newest_sweep(ch.root, P.name, ablation.sweep_name(final[0]["recipe"], steps, P.corpus))  # the leave-one-out
 worth = {r["name"].split(" (")[0].lstrip("- "): ablation.part_gain(r) for r in sweep["rows"][1:]}
 part = {k: (g, judge(g, p, seeds).split(" (")[0]) for k, (g, p, seeds) in worth.items()}  # gain, "better beyond..."
 folder = ch.root / "bench" / P.name
@@ -567,7 +572,7 @@ own_text = "" if own is None else (
 text = (f"**final = `{final[0]['recipe']}`: {split} {fm:.4f} ± {fs:.4f}** ({n} seeds, {final[0]['steps']} steps) "
         f"against the baseline's {mean_std(r[f'{split}_bpb'] for r in base)[0]:.4f} ({base[0]['steps']} steps): "
         f"{-d.delta:.4f} better (paired {p_paired}); the goal of 0.20 {'met' if -d.delta >= 0.20 else 'missed'}. "
-        f"Each part's worth at {steps} steps, removed from `ema`: "
+        f"Each part's worth at {steps} steps, removed from the final: "
         + "; ".join(f"the {k} {g:+.4f} ({v})" for k, (g, v) in part.items() if k != "everything") + "."
         + own_text + (f" PPMd o16 given the training text: {ppmd:.4f}." if ppmd is not None else "")
         + f" {P.name} profile, {machine()}.")
@@ -593,8 +598,10 @@ from frontier.train import cost
 P = ch.profile
 n = P.seeds
 steps = 400 if P.name == "cpu" else 10
-sweep = newest_sweep(ch.root, P.name, ablation.sweep_name("ema", steps, P.corpus))
-recs = [r for name in ("baseline", "compile", "bigram", "ngram", "ema", "ngram-momentum") for r in ch.seeds(name, n)]
+final = recipes.get_recipe("final").name
+sweeps = [newest_sweep(ch.root, P.name, ablation.sweep_name(r, steps, P.corpus)) for r in dict.fromkeys(("ema", final))]
+recs = [r for name in dict.fromkeys(("baseline", "compile", "bigram", "ngram", "ema", "ngram-momentum", final))
+        for r in ch.seeds(name, n)]
 
 def checked(run_dir):
     """A leave-one-out run's record with the current code's check of it (the section above replayed it)."""
@@ -603,7 +610,8 @@ def checked(run_dir):
     return {**rec, "replay": stored_check(d, rec)}
 
 
-recs += [checked(x["run_dir"]) for row in sweep["rows"] if row["score"] == "val_bpb" for x in row["runs"].values()]
+recs += [checked(x["run_dir"]) for sweep in sweeps for row in sweep["rows"] if row["score"] == "val_bpb"
+         for x in row["runs"].values()]
 recs += [ch.run("gate", s, steps=steps, label=f"gate-{steps}steps") for s in range(n)]
 _, batch_runs, replicated = ex.batch_screen(  # the batch sizes' runs, as the section above read them
     lambda s, sz: ch.run("ngram", s, sizes=sz, label=f"ngram-{ex.size_label(sz)}" if sz else None),
@@ -611,7 +619,7 @@ _, batch_runs, replicated = ex.batch_screen(  # the batch sizes' runs, as the se
 recs += [r for v in batch_runs.values() for r in v] + [r for pair in replicated.values() for v in pair for r in v]
 recs = list({r["run_dir"]: r for r in recs}.values())
 folder = ch.root / "bench" / P.name
-benches = [sweep, ladder.latest_ladder_record(P.name, root=ch.root)]
+benches = [*sweeps, ladder.latest_ladder_record(P.name, root=ch.root)]
 benches += [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
             if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
 benches += [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
