@@ -171,6 +171,7 @@ ch.figure(fig, "07_ladder")
 # of `ema` at the same 400 steps) and under "What did not help" below.
 
 # %%
+from frontier.errors import UserError
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
 from frontier.study import ablation
@@ -192,13 +193,16 @@ def group(name, recs, score="val_bpb"):
     return Group(name, tuple(r[score] for r in recs), (), tuple(r["seed"] for r in recs))
 
 
-pairs = {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"), "weight average": ("ngram", "ema"),
-         "everything": ("baseline", final)}  # each part's rung over the rung below, at the budget
-runs = {r: ch.seeds(r, n) for r in {x for pair in pairs.values() for x in pair}}
+# Each part's rung over the rung it is built on, at the budget (the ladder's pairs).
+pairs = {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"), "everything": ("baseline", final)}
+runs = {r: ch.seeds(r, n) for r in dict.fromkeys(x for pair in pairs.values() for x in pair)}
 parts = []
 for row in at_steps["rows"][1:]:
     part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
     gain, p, seeds = ablation.part_gain(row)
+    if part not in pairs:
+        raise UserError(f"the final recipe has a part ({part}) this section has no ladder pair for",
+                        "add its rung and the rung below it to `pairs`")
     below, above = pairs[part]
     d = paired_test(group(below, runs[below]), group(above, runs[above]))
     has_test = all(r.get("test_bpb") is not None for r in runs[below] + runs[above])
@@ -234,10 +238,13 @@ ch.figure(fig, "07_ablation")
 # %% [markdown]
 # In the committed runs (`runs/cpu/sweeps/sweep-ablation-ngram-momentum-400-docstrings-20261205-144855.json`) the
 # n-gram mix is worth +0.1381 at 400 steps (p < 0.001; +0.1083 on test) and the bigram table +0.0407 (p < 0.001;
-# +0.0416 on test): both kept, and both better at equal budget too (+0.0842, p = 0.001; +0.0377, p = 0.001). Taken
-# out of `ema` they were worth +0.1383 and +0.0396: the parts stand on the final as they stood on the recipe before
-# it. Everything together is worth +0.2027 at 400 steps (+0.1714 on test), more than at the budget, where the
-# baseline's cheaper step buys it 27 more steps than the final's 375.
+# +0.0416 on test): both kept, and both better at equal budget too, in the ladder record
+# (`runs/cpu/ladder/docstrings-20261205-130545.json`): the n-gram mix +0.0842 (p = 0.001; `ngram` 375 steps against
+# `bigram`'s 473), the bigram table +0.0377 (p = 0.001; `bigram` 473 against `compile`'s 501). Taken out of the
+# previous final, `ema`, at the same 400 steps (`sweep-ablation-ema-400-docstrings-20261205-130718.json`) they were
+# worth +0.1383 and +0.0396: the parts stand on the final as they stood there. Everything together is worth +0.2027
+# at 400 steps (+0.1714 on test), more than at the budget (+0.1909, +0.1590 on test), where the baseline's cheaper
+# step buys it 402 steps against the final's 375.
 
 # %% [markdown]
 # ## What the test split leaves uncertain
@@ -563,7 +570,7 @@ comp = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressor
 ppmd = next((c[f"{split}_bpb"] for c in (comp[-1]["rows"] if comp else []) if c["compressor"] == "PPMd o16"), None)
 fm, fs, _ = mean_std(r[f"{split}_bpb"] for r in final)
 p_paired = f"p = {d.p:.4f}" if d.p >= 1e-4 else "p < 0.0001"
-record = ladder.latest_ladder_record(P.name, root=ch.root)  # the final's own rung, where it is not `ema`'s parts
+record = ladder.latest_ladder_record(P.name, root=ch.root)  # the rung the leave-one-out does not cover (its own)
 own = next((r for r in (record or {}).get("rows", []) if r.get("recipe") == final[0]["recipe"]
             and r["rung"] != "final" and r.get("equal_steps")), None)
 own_text = "" if own is None else (
@@ -582,7 +589,7 @@ print(f"{len(text)} characters")
 # %% [markdown]
 # ## Records
 #
-# The runs, sweep, ladder, compressors and retrain records this chapter quoted, and the code behind each.
+# The runs, sweeps, ladder, compressors and retrain records this chapter quoted, and the code behind each.
 
 # %% jupyter={"outputs_hidden": true}
 from pathlib import Path
