@@ -230,7 +230,8 @@ display(Markdown(markdown_table(need, {
 #
 # An `ema` run is `ngram` with the average: the shadow never touches the live weights, so the same run scores its
 # live weights (`val_bpb_live`, which are `ngram`'s trajectory at that step) beside the declared mix (`val_bpb`).
-# That pair differs by the average alone. Five seeds at 400 steps, the leave-one-out's runs (chapter 07):
+# That pair differs by the average alone. Five seeds at 400 steps, the runs of `ema`'s leave-one-out (the ladder's
+# evidence at equal steps in chapter 07):
 
 # %%
 from frontier.study.compare import Group, judge, p_text, paired_test
