@@ -38,6 +38,7 @@ class Features:
     bigram_update: str = "sparse"
     ngram: bool = False
     ngram_counting: str = "stream"
+    ngram_max_order: int = 16  # the longest context the tables count, in tokens (`NGramConfig.max_order`)
     ngram_folds: int = 2
     ngram_check_bits: int = 0  # fingerprint bits per hashed n-gram context (0: none; `NGramConfig.check_bits`)
     ngram_eval_counts: str = "folds"  # what evaluation reads: the folds' average, or "all" (`NGramConfig.eval_counts`)
@@ -208,8 +209,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         network=f.network,
         bigram=BigramConfig(rows=p.bigram_rows, lr=p.bigram_lr, update=f.bigram_update) if f.bigram else None,
         ngram=(
-            NGramConfig(buckets_log2=p.ngram_buckets_log2, seen_log2=p.ngram_seen_log2, counting=f.ngram_counting,
-                        folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
+            NGramConfig(max_order=f.ngram_max_order, buckets_log2=p.ngram_buckets_log2,
+                        seen_log2=p.ngram_seen_log2, counting=f.ngram_counting, folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
                         smoothing=f.ngram_smoothing, slots=f.ngram_slots, slots_short=f.ngram_slots_short,
                         mixer=f.ngram_mixer)
             if f.ngram

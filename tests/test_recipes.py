@@ -27,3 +27,14 @@ def test_final_and_best_are_names_for_one_recipe():
     assert "final" not in recipes.RECIPES  # a name, not a recipe: its runs are recorded under the recipe's own
     with pytest.raises(UserError, match="'final' or 'best'"):
         get_recipe("finale")
+
+
+def test_a_recipe_sets_the_longest_context_its_tables_count():
+    from frontier.train.cost import cost_key
+
+    r = recipes.NGRAM_MOMENTUM.derive("ngram-long-test", "test", ngram_max_order=32)
+    assert resolve(r, "cpu").model.ngram.max_order == 32
+    assert resolve("ngram-momentum", "cpu").model.ngram.max_order == 16  # the default: the recipes' runs stand
+    # the same model as the sweep override of the same setting, and a step of it costs what its own bench says
+    assert resolve(r, "cpu").model == resolve("ngram-momentum", "cpu", ngram={"max_order": 32}).model
+    assert cost_key(resolve(r, "cpu")) != cost_key(resolve("ngram-momentum", "cpu"))
