@@ -132,6 +132,14 @@ NGRAM_TUNED = NGRAM_SIZED.derive("ngram-tuned", "the sized n-gram recipe tuned f
 NGRAM_MOMENTUM = NGRAM.derive("ngram-momentum", "the n-gram recipe with Muon's momentum warmed up over the whole run "
                               "(0.85 to 0.95) instead of its first 300 steps",
                               optim={"muon_momentum_warmup_frac": 1.0})
+# The final's tables reaching further on the templated docstrings text: contexts up to 32 tokens, or four times the
+# buckets a context length (docs/log.md; runs/cpu/drivers/2026-12-05-ngram-reach/).
+NGRAM_LONG = NGRAM_MOMENTUM.derive("ngram-long", "the final with n-gram tables counting contexts of up to 32 tokens "
+                                   "instead of 16 (twice the table sets and the counting)", ngram_max_order=32)
+WIDE_BUCKETS_LOG2 = {"smoke": 14, "cpu": 22, "gpu": 22, "trn2": 22}  # four times each profile's buckets
+NGRAM_WIDE = NGRAM_MOMENTUM.derive("ngram-wide", "the final with four times the n-gram buckets a context length "
+                                   "(cpu: 2^22 instead of 2^20; 5.3 GB of tables)",
+                                   sizes={p: {"ngram_buckets_log2": b} for p, b in WIDE_BUCKETS_LOG2.items()})
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 NGRAM_ONLY_TABLES = NGRAM_ONLY.derive("ngram-only-tables", "the n-gram model alone, with the better tables",
@@ -140,7 +148,7 @@ NGRAM_ONLY_CTX = NGRAM_ONLY_TABLES.derive("ngram-only-ctx", "the n-gram model al
                                           "position from the counts", ngram_mixer="counts")
 
 RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT, BIGRAM, BIGRAM_DENSE, NGRAM, NGRAM_STREAM, NGRAM_INSAMPLE,
-                                         NGRAM_ONLY, EMA, GATE, NGRAM_MOMENTUM, NGRAM_SIZED, NGRAM_TUNED, NGRAM_TABLES, NGRAM_CTX, NGRAM_HIDDEN, NGRAM_TABLES_HIDDEN, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
+                                         NGRAM_ONLY, EMA, GATE, NGRAM_MOMENTUM, NGRAM_LONG, NGRAM_WIDE, NGRAM_SIZED, NGRAM_TUNED, NGRAM_TABLES, NGRAM_CTX, NGRAM_HIDDEN, NGRAM_TABLES_HIDDEN, NGRAM_ONLY_TABLES, NGRAM_ONLY_CTX]}
 # The final recipe (chapter 07): the last rung of the ladder whose every part the rule keeps (frontier.study.compare:
 # p < 0.01 over 5 paired seeds at equal steps); `final` and `best` are names for it (what `make demo` trains), its
 # runs recorded under its own name. On the docstrings corpus the weight average (`ema`) is not shown: at equal steps
