@@ -1,5 +1,7 @@
 """Recipes with a size of their own, and the names `final` and `best`."""
 
+import dataclasses
+
 import pytest
 
 from frontier import recipes
@@ -38,3 +40,10 @@ def test_a_recipe_sets_the_longest_context_its_tables_count():
     # the same model as the sweep override of the same setting, and a step of it costs what its own bench says
     assert resolve(r, "cpu").model == resolve("ngram-momentum", "cpu", ngram={"max_order": 32}).model
     assert cost_key(resolve(r, "cpu")) != cost_key(resolve("ngram-momentum", "cpu"))
+
+
+def test_the_wide_recipe_takes_four_times_each_profiles_buckets():
+    for p in ("smoke", "cpu", "gpu", "trn2"):
+        wide, final = resolve("ngram-wide", p).model.ngram, resolve("ngram-momentum", p).model.ngram
+        assert wide.buckets_log2 == final.buckets_log2 + 2
+        assert dataclasses.replace(wide, buckets_log2=final.buckets_log2) == final  # nothing else changes
