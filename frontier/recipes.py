@@ -39,6 +39,7 @@ class Features:
     ngram: bool = False
     ngram_counting: str = "stream"
     ngram_max_order: int = 16  # the longest context the tables count, in tokens (`NGramConfig.max_order`)
+    ngram_wider_log2: int = 0  # 2**this times the profile's buckets a context length (`NGramConfig.buckets_log2`)
     ngram_folds: int = 2
     ngram_check_bits: int = 0  # fingerprint bits per hashed n-gram context (0: none; `NGramConfig.check_bits`)
     ngram_eval_counts: str = "folds"  # what evaluation reads: the folds' average, or "all" (`NGramConfig.eval_counts`)
@@ -56,7 +57,8 @@ class Recipe:
     features: Features
     parent: str | None = None
     # A model size of the recipe's own, per profile (profile name -> Profile fields such as n_layer, n_embd,
-    # n_head, n_kv_head): the size chapter 07's sweep chose for it. A sweep's `resolve(..., sizes=)` goes over it.
+    # n_head, n_kv_head): the size a sweep chose for it. A sweep's `resolve(..., sizes=)` goes over it. (The n-gram
+    # tables' size is a feature, `Features.ngram_wider_log2`: a model size trades steps, in the ladder's rule.)
     sizes: dict = dataclasses.field(default_factory=dict)
     # Optimiser settings of the recipe's own (`OptimConfig` field -> value), over the defaults: what a sweep chose.
     optim: dict = dataclasses.field(default_factory=dict)
@@ -136,10 +138,8 @@ NGRAM_MOMENTUM = NGRAM.derive("ngram-momentum", "the n-gram recipe with Muon's m
 # buckets a context length (docs/log.md; runs/cpu/drivers/2026-12-05-ngram-reach/).
 NGRAM_LONG = NGRAM_MOMENTUM.derive("ngram-long", "the final with n-gram tables counting contexts of up to 32 tokens "
                                    "instead of 16 (twice the table sets and the counting)", ngram_max_order=32)
-WIDE_BUCKETS_LOG2 = {"smoke": 14, "cpu": 22, "gpu": 22, "trn2": 22}  # four times each profile's buckets
 NGRAM_WIDE = NGRAM_MOMENTUM.derive("ngram-wide", "the final with four times the n-gram buckets a context length "
-                                   "(cpu: 2^22 instead of 2^20; 5.3 GB of tables)",
-                                   sizes={p: {"ngram_buckets_log2": b} for p, b in WIDE_BUCKETS_LOG2.items()})
+                                   "(cpu: 2^22 instead of 2^20; 5,313 MiB of tables)", ngram_wider_log2=2)
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))
 NGRAM_ONLY_TABLES = NGRAM_ONLY.derive("ngram-only-tables", "the n-gram model alone, with the better tables",
@@ -217,7 +217,7 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         network=f.network,
         bigram=BigramConfig(rows=p.bigram_rows, lr=p.bigram_lr, update=f.bigram_update) if f.bigram else None,
         ngram=(
-            NGramConfig(max_order=f.ngram_max_order, buckets_log2=p.ngram_buckets_log2,
+            NGramConfig(max_order=f.ngram_max_order, buckets_log2=p.ngram_buckets_log2 + f.ngram_wider_log2,
                         seen_log2=p.ngram_seen_log2, counting=f.ngram_counting, folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
                         smoothing=f.ngram_smoothing, slots=f.ngram_slots, slots_short=f.ngram_slots_short,
                         mixer=f.ngram_mixer)

@@ -310,6 +310,7 @@ def test_a_change_of_size_is_judged_at_equal_budget_alone(monkeypatch):
 
     assert ladder.trades_steps("ngram-sized", "ngram") and not ladder.trades_steps("ema", "ngram")
     assert not ladder.trades_steps("gone-recipe", "ngram")  # an older record's recipe this code lacks
+    assert not ladder.trades_steps("ngram-wide", "ngram-momentum")  # larger n-gram tables: a learning change
     monkeypatch.setitem(recipes.ALIASES, "final", "ngram-sized")
     res = _results()
     res["final"] = _recs("ngram-sized", [1.60, 1.63, 1.61])

@@ -6,6 +6,7 @@ import pytest
 
 from frontier import recipes
 from frontier.errors import UserError
+from frontier.profiles import PROFILES
 from frontier.recipes import get_recipe, resolve
 from frontier.study.experiments import profile_with
 
@@ -31,19 +32,25 @@ def test_final_and_best_are_names_for_one_recipe():
         get_recipe("finale")
 
 
+def _with_tables(cfg, recipe, **tables):
+    """`cfg` as `recipe` with its n-gram tables' settings `tables`: what a recipe that changes only those trains."""
+    return dataclasses.replace(cfg, recipe=recipe, model=dataclasses.replace(
+        cfg.model, ngram=dataclasses.replace(cfg.model.ngram, **tables)))
+
+
 def test_a_recipe_sets_the_longest_context_its_tables_count():
     from frontier.train.cost import cost_key
 
-    r = recipes.NGRAM_MOMENTUM.derive("ngram-long-test", "test", ngram_max_order=32)
-    assert resolve(r, "cpu").model.ngram.max_order == 32
-    assert resolve("ngram-momentum", "cpu").model.ngram.max_order == 16  # the default: the recipes' runs stand
-    # the same model as the sweep override of the same setting, and a step of it costs what its own bench says
-    assert resolve(r, "cpu").model == resolve("ngram-momentum", "cpu", ngram={"max_order": 32}).model
-    assert cost_key(resolve(r, "cpu")) != cost_key(resolve("ngram-momentum", "cpu"))
+    for p in PROFILES:
+        final = resolve("ngram-momentum", p)
+        assert final.model.ngram.max_order == 16  # the default: the recipes' runs stand
+        assert resolve("ngram-long", p) == _with_tables(final, "ngram-long", max_order=32)  # nothing else changes
+    assert cost_key(resolve("ngram-long", "cpu")) != cost_key(resolve("ngram-momentum", "cpu"))
 
 
 def test_the_wide_recipe_takes_four_times_each_profiles_buckets():
-    for p in ("smoke", "cpu", "gpu", "trn2"):
-        wide, final = resolve("ngram-wide", p).model.ngram, resolve("ngram-momentum", p).model.ngram
-        assert wide.buckets_log2 == final.buckets_log2 + 2
-        assert dataclasses.replace(wide, buckets_log2=final.buckets_log2) == final  # nothing else changes
+    for p in PROFILES:
+        final = resolve("ngram-momentum", p)
+        wide = _with_tables(final, "ngram-wide", buckets_log2=final.model.ngram.buckets_log2 + 2)
+        assert resolve("ngram-wide", p) == wide  # nothing else changes
+    assert not recipes.NGRAM_WIDE.sizes  # the tables' size is not the model's: no step is traded by a model size
