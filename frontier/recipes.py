@@ -218,7 +218,8 @@ def resolve(recipe: str | Recipe, profile: str | Profile, budget_s: float | None
         bigram=BigramConfig(rows=p.bigram_rows, lr=p.bigram_lr, update=f.bigram_update) if f.bigram else None,
         ngram=(
             NGramConfig(max_order=f.ngram_max_order, buckets_log2=p.ngram_buckets_log2 + f.ngram_wider_log2,
-                        seen_log2=p.ngram_seen_log2, counting=f.ngram_counting, folds=f.ngram_folds, check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
+                        seen_log2=p.ngram_seen_log2, counting=f.ngram_counting, folds=f.ngram_folds,
+                        check_bits=f.ngram_check_bits, eval_counts=f.ngram_eval_counts,
                         smoothing=f.ngram_smoothing, slots=f.ngram_slots, slots_short=f.ngram_slots_short,
                         mixer=f.ngram_mixer)
             if f.ngram
