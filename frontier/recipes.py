@@ -153,8 +153,10 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [BASELINE, COMPILE, COMPILE_OPT
 # p < 0.01 over 5 paired seeds at equal steps); `final` and `best` are names for it (what `make demo` trains), its
 # runs recorded under its own name. On the docstrings corpus the weight average (`ema`) is not shown: at equal steps
 # its live weights score as well or better (docs/log.md, 4 and 5 December); the momentum warm-up over the whole run
-# is kept (+0.0019, p < 0.001 at the same 375 steps; runs/cpu/drivers/2026-12-05-momentum-rung/).
-FINAL = "ngram-momentum"
+# is kept (+0.0019, p < 0.001 at the same 375 steps; runs/cpu/drivers/2026-12-05-momentum-rung/), and so are its
+# n-gram tables with four times the buckets (`ngram-wide`: at equal steps and at equal budget, docs/log.md;
+# runs/cpu/drivers/2026-12-05-ngram-reach/, -ngram-reach-budget/, -wide-leave-one-out/).
+FINAL = "ngram-wide"
 BEST = FINAL
 ALIASES = {"final": FINAL, "best": BEST}
 

@@ -94,12 +94,19 @@ from IPython.display import Markdown, display
 P = ch.profile
 n = P.seeds
 steps = 400 if P.name == "cpu" else 10
-sweep = ablation.sweep_name("ema", steps, P.corpus)
-if newest_sweep(ch.root, P.name, sweep) is None:  # the leave-one-out at equal steps (committed at cpu)
-    ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root,
-                          removes=["bigram", "ngram", "average", "all"], log=ch.log)
-equal_steps = ladder.parse_equal_steps([f"bigram={sweep}:- bigram table:removes", f"ngram={sweep}:- n-gram mix:removes",
-                                        f"ema={sweep}:- weight average (its live weights):removes"], ch.root, P.name)
+final = get_recipe("final").name
+loo, avg = ablation.sweep_name(final, steps, P.corpus), ablation.sweep_name("ema", steps, P.corpus)
+if newest_sweep(ch.root, P.name, loo) is None:  # the final taken apart at equal steps (committed at cpu)
+    ablation.run_ablation(final, P, seeds=range(n), steps=steps, root=ch.root, removes=ablation.parts(final),
+                          log=ch.log)
+if newest_sweep(ch.root, P.name, avg) is None:  # the weight average, read from `ema`'s own runs (committed at cpu)
+    ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root, removes=["average"], log=ch.log)
+# each part of the final at equal steps is the rung that switches it on (`ladder.part_pairs`)
+pairs = ladder.part_pairs(final)
+specs = [f"{pairs[part][1]}={loo}:{row['name']}:removes" for row in newest_sweep(ch.root, P.name, loo)["rows"][1:]
+         if (part := row["name"].split(" (")[0].lstrip("- ")) != "everything"]
+specs.append(f"ema={avg}:- weight average (its live weights):removes")
+equal_steps = ladder.parse_equal_steps(specs, ch.root, P.name)
 rows = ladder.ladder_rows(ladder.run_ladder(P, n, root=ch.root, log=ch.log), equal_steps=equal_steps)
 record = ladder.latest_ladder_record(P.name, root=ch.root)
 if record is None:  # none for this profile and corpus yet: keep this one
@@ -112,7 +119,6 @@ differ = [r["rung"] for r in rows if "mean" in r and (
 print(f"ladder record {ladder.repo_path(record['path'])}: the table rebuilt from the runs "
       + ("holds the same per-seed val and test bpb in every rung" if not differ else f"differs in {differ}"))
 
-final = get_recipe("final").name
 twin = any(r["rung"] != "final" and r.get("recipe") == final for r in rows)  # final is another rung's recipe
 shown = [r for r in rows if not (twin and r["rung"] == "final")]
 
@@ -174,7 +180,7 @@ ch.figure(fig, "07_ladder")
 from frontier.errors import UserError
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
-from frontier.study import ablation
+from frontier.study import ablation, ladder
 from frontier.study.compare import Group, keep, p_text, paired_test
 from frontier.study.report import markdown_table
 from frontier.study.sweep import format_sweep
@@ -193,16 +199,16 @@ def group(name, recs, score="val_bpb"):
     return Group(name, tuple(r[score] for r in recs), (), tuple(r["seed"] for r in recs))
 
 
-# Each part's rung over the rung it is built on, at the budget (the ladder's pairs).
-pairs = {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"), "everything": ("baseline", final)}
+# Each part's rung over the rung it is built on, at the budget (the ladder's pairs: `ladder.part_pairs`).
+pairs = ladder.part_pairs(final)
 runs = {r: ch.seeds(r, n) for r in dict.fromkeys(x for pair in pairs.values() for x in pair)}
 parts = []
 for row in at_steps["rows"][1:]:
     part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
     gain, p, seeds = ablation.part_gain(row)
     if part not in pairs:
-        raise UserError(f"the final recipe has a part ({part}) this section has no ladder pair for",
-                        "add its rung and the rung below it to `pairs`")
+        raise UserError(f"the final recipe has a part ({part}) that no rung of the ladder switches on",
+                        "add its rung to frontier.study.ladder.LADDER")
     below, above = pairs[part]
     d = paired_test(group(below, runs[below]), group(above, runs[above]))
     has_test = all(r.get("test_bpb") is not None for r in runs[below] + runs[above])
@@ -550,7 +556,7 @@ print(f"goal: {goal:.2f} below the baseline on {split}: {'met' if -d.delta >= go
 from frontier.study import ablation, ladder
 from frontier.study.bench_records import load_bench_record
 from frontier.study.chapter import machine
-from frontier.study.compare import Group, judge, paired_test
+from frontier.study.compare import Group, p_text, paired_test
 from frontier.study.report import mean_std
 from frontier.study.sweep import newest_sweep
 
@@ -563,19 +569,21 @@ d = paired_test(*(Group(k, tuple(r[f"{split}_bpb"] for r in rs), (), tuple(r["se
                   for k, rs in (("baseline", base), ("final", final))))
 sweep = newest_sweep(ch.root, P.name, ablation.sweep_name(final[0]["recipe"], steps, P.corpus))  # the leave-one-out
 worth = {r["name"].split(" (")[0].lstrip("- "): ablation.part_gain(r) for r in sweep["rows"][1:]}
-part = {k: (g, judge(g, p, seeds).split(" (")[0]) for k, (g, p, seeds) in worth.items()}  # gain, "better beyond..."
+part = {k: (g, p_text(p)) for k, (g, p, seeds) in worth.items()}  # gain, "p < 0.001"
 folder = ch.root / "bench" / P.name
 comp = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
         if r["arguments"].get("manifest_hash") == ch.data.manifest_hash] if folder.is_dir() else []
 ppmd = next((c[f"{split}_bpb"] for c in (comp[-1]["rows"] if comp else []) if c["compressor"] == "PPMd o16"), None)
 fm, fs, _ = mean_std(r[f"{split}_bpb"] for r in final)
 p_paired = f"p = {d.p:.4f}" if d.p >= 1e-4 else "p < 0.0001"
-record = ladder.latest_ladder_record(P.name, root=ch.root)  # the rung the leave-one-out does not cover (its own)
-own = next((r for r in (record or {}).get("rows", []) if r.get("recipe") == final[0]["recipe"]
-            and r["rung"] != "final" and r.get("equal_steps")), None)
-own_text = "" if own is None else (
-    f" The {own['rung']} over `{own['over']}`: {own['equal_steps']['gain']:+.4f} at "
-    f"{ladder.steps_span(own['equal_steps']['steps_seen'])} ({own['verdict'].split(':')[0]}).")
+record = ladder.latest_ladder_record(P.name, root=ch.root)  # the final's rungs the leave-one-out does not cover
+line = {final[0]["recipe"], *ladder.ancestors(final[0]["recipe"])}
+covered = {above for part, (_, above) in ladder.part_pairs(final[0]["recipe"]).items() if part != "everything"}
+own = [r for r in (record or {}).get("rows", []) if r.get("recipe") in line - covered and r["rung"] != "final"
+       and r.get("equal_steps")]
+own_text = "".join(
+    f" The {r['rung']} over `{r['over']}`: {r['equal_steps']['gain']:+.4f} at "
+    f"{ladder.steps_span(r['equal_steps']['steps_seen'])} ({r['verdict'].split(':')[0]})." for r in own)
 text = (f"**final = `{final[0]['recipe']}`: {split} {fm:.4f} ± {fs:.4f}** ({n} seeds, {final[0]['steps']} steps) "
         f"against the baseline's {mean_std(r[f'{split}_bpb'] for r in base)[0]:.4f} ({base[0]['steps']} steps): "
         f"{-d.delta:.4f} better (paired {p_paired}); the goal of 0.20 {'met' if -d.delta >= 0.20 else 'missed'}. "
@@ -607,7 +615,7 @@ n = P.seeds
 steps = 400 if P.name == "cpu" else 10
 final = recipes.get_recipe("final").name
 sweeps = [newest_sweep(ch.root, P.name, ablation.sweep_name(r, steps, P.corpus)) for r in dict.fromkeys(("ema", final))]
-recs = [r for name in dict.fromkeys(("baseline", "compile", "bigram", "ngram", "ema", "ngram-momentum", final))
+recs = [r for name in dict.fromkeys(ladder.recipe_name(x.recipe) for x in ladder.LADDER if x.recipe)
         for r in ch.seeds(name, n)]
 
 def checked(run_dir):

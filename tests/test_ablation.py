@@ -29,6 +29,18 @@ def test_each_learning_change_is_removed_in_turn_by_an_existing_recipe_where_one
         ablation.without("ema", "gate")
 
 
+def test_the_wider_tables_are_a_part_whose_removal_is_the_recipe_below_them():
+    assert ablation.parts("ngram-wide") == ["bigram", "ngram", "wider", "all"]
+    assert "wider" not in ablation.parts("ngram-momentum")  # buckets at the profile's: nothing to remove
+    assert ablation.without("ngram-wide", "wider").name == "ngram-momentum"  # its runs are the final's own
+    no_mix = ablation.without("ngram-wide", "ngram")
+    assert "wider" not in ablation.parts(no_mix)  # the tables' size counts only where the mix is on
+    with pytest.raises(UserError, match="no part 'wider'"):
+        ablation.without("ngram-momentum", "wider")
+    _, rows = ablation.variants("ngram-wide", ["wider"], steps=400)
+    assert rows[0].name == "- wider n-gram tables (= ngram-momentum)" and rows[0].label(400) == "ngram-momentum-400steps"
+
+
 def test_at_equal_steps_the_average_is_its_own_runs_live_weights_and_at_equal_budget_its_parent():
     base, rows = ablation.variants("ema", steps=420)
     average = next(v for v in rows if "average" in v.name)

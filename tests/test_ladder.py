@@ -31,7 +31,9 @@ def _results():
             "ngram": _recs("ngram", [1.70, 1.72, 1.705], steps=[100, 100, 101]),
             "ema": _recs("ema", [1.69, 1.715, 1.70]),
             "ngram-momentum": _recs("ngram-momentum", [1.695, 1.716, 1.702], steps=[100, 100, 101]),
-            "final": _recs(FINAL, [1.68, 1.70, 1.69], steps=[100, 100, 101])}
+            # the wider tables: a step of their own (cheaper than the momentum warm-up's), so not at equal steps
+            "ngram-wide": _recs("ngram-wide", [1.68, 1.70, 1.69], steps=[102, 102, 103]),
+            "final": _recs(FINAL, [1.68, 1.70, 1.69], steps=[102, 102, 103])}  # the rung whose recipe FINAL names
 
 
 def _sweep(steps=420, seeds=(0, 1, 2)):
@@ -540,3 +542,14 @@ def test_the_gain_panel_legend_covers_no_bar(source, tmp_path):
     drawn = bars + [t.get_window_extent() for t in gain.texts] + [x.get_window_extent() for x in gain.lines
                                                                    if len(x.get_xdata()) == 1]  # error bars' caps
     assert bars and not [b for b in drawn if b.overlaps(box)]
+
+
+def test_each_part_of_a_recipe_pairs_the_rung_that_switches_it_on_with_the_rung_below():
+    pairs = ladder.part_pairs("ngram-wide")
+    assert pairs == {"bigram table": ("compile", "bigram"), "n-gram mix": ("bigram", "ngram"),
+                     "wider n-gram tables": ("ngram-momentum", "ngram-wide"), "everything": ("baseline", "ngram-wide")}
+    assert ladder.part_pairs("ema")["weight average"] == ("ngram", "ema")  # ema is built on ngram, not the warm-up
+    assert "wider n-gram tables" not in ladder.part_pairs("ngram-momentum")
+    from frontier.study import ablation  # every part the leave-one-out removes has its pair
+    parts = {ablation.variants(FINAL)[1][i].name.split(" (")[0].lstrip("- ") for i in range(len(ablation.parts(FINAL)))}
+    assert parts <= set(ladder.part_pairs("final"))

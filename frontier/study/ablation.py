@@ -1,7 +1,7 @@
 """Leave-one-out ablation: a recipe with each learning change on its path removed in turn, paired by seed.
 
-`parts(recipe)` lists what can be removed from a recipe (the bigram table, the n-gram mix, the weight average,
-the attention gate, or everything at once: the baseline); `variants(recipe, removes, steps)` builds the sweep's
+`parts(recipe)` lists what can be removed from a recipe (the bigram table, the n-gram mix, the n-gram tables'
+extra buckets, the weight average, the attention gate, or everything at once: the baseline); `variants(recipe, removes, steps)` builds the sweep's
 rows. A removed part is a recipe derived on the fly (`ema-no-bigram`), or an existing recipe with the same
 features and settings where there is one (the EMA recipe without its average is `ngram`, whose runs may exist
 already). At equal steps the average needs no runs of its own: the EMA recipe's live weights are its parent's
@@ -23,8 +23,10 @@ from .compare import keep
 from .sweep import Variant, run_sweep
 
 # feature of `frontier.recipes.Features` -> (part name on the command line, what a reader calls it)
-PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"), "ema": ("average", "weight average"),
+PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"),
+         "ngram_wider_log2": ("wider", "wider n-gram tables"), "ema": ("average", "weight average"),
          "attn_gate": ("gate", "attention gate")}
+OFF = {"ema": None, "ngram_wider_log2": 0}  # a part's feature when it is removed (else False)
 ALL = "all"  # every learning change at once: the baseline
 # The steps an equal-steps ablation takes per profile: about what the profile's budget buys the recipes compared
 # (cpu: 385-402 steps for `baseline`, `ngram` and `ema` in 180 reference s, runs/cpu/ladder/docstrings-20261204-144642.json).
@@ -34,7 +36,8 @@ EQUAL_STEPS = {"smoke": 3, "cpu": 400}
 def parts(recipe: str | Recipe) -> list[str]:
     """The parts `variants` can remove from `recipe` (its learning changes, in the order of `PARTS`), then `all`."""
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
-    return [name for feature, (name, _) in PARTS.items() if getattr(r.features, feature)] + [ALL]
+    f = _effective(r.features)  # the n-gram tables' settings count only where the mix is on
+    return [name for feature, (name, _) in PARTS.items() if getattr(f, feature)] + [ALL]
 
 
 def _effective(f: Features) -> Features:
@@ -63,10 +66,10 @@ def without(recipe: str | Recipe, part: str) -> Recipe:
     if part == ALL:
         return BASELINE
     feature = next((f for f, (name, _) in PARTS.items() if name == part), None)
-    if feature is None or not getattr(r.features, feature):
+    if feature is None or part not in parts(r):
         raise UserError(f"recipe {r.name!r} has no part {part!r} to remove",
                         f"remove one of {', '.join(parts(r))}")
-    off = None if feature == "ema" else False
+    off = OFF.get(feature, False)
     derived = r.derive(f"{r.name}-no-{part}", f"{r.name} without its {PARTS[feature][1]} (leave-one-out)",
                        **{feature: off})
     return _same_recipe(derived) or derived

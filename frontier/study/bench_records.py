@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserError
-from ..records import code_version, hardware, jsonable, write_json
+from ..records import REPO, code_version, hardware, jsonable, write_json
 
 
 EXCLUDED = "excluded.json"
@@ -94,11 +94,16 @@ def new_record_path(out: str | Path, kind: str, names) -> Path:
 
 def write_bench_record(result: dict, path: str | Path) -> Path:
     """Write `result` as JSON to `path` (its folder made if missing), refusing to replace a file; sets
-    `result["path"]` and returns the path."""
+    `result["path"]` and returns the path. The file keeps the path relative to the repository where it lies inside
+    it (`runs/...`: not the checkout that wrote it); `load_bench_record` sets it to where the record was read from."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     result["path"] = str(path)
-    text = json.dumps(result, indent=1, default=jsonable) + "\n"
+    try:
+        kept = path.resolve().relative_to(REPO).as_posix()
+    except ValueError:  # outside the repository
+        kept = str(path)
+    text = json.dumps({**result, "path": kept}, indent=1, default=jsonable) + "\n"
     try:
         with open(path, "x") as fh:
             fh.write(text)

@@ -535,7 +535,7 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_clock_check)
 
     s = sub.add_parser("ladder", help="train (or reuse) every rung of the ladder and tabulate the gains",
-                       description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, ngram-momentum, final) "
+                       description="Train or reuse each rung's recipe (baseline, compile, bigram, ngram, ema, ngram-momentum, ngram-wide, final) "
                                    "for seeds 0..N-1 under ROOT/PROFILE/, print val_bpb per rung (with its steps) and "
                                    "judge each rung by the project's rule: a speed rung (compile) by its tokens/s and "
                                    "the steps it buys, a learning rung by its gain over the rung below paired by seed, "

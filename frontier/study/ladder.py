@@ -22,21 +22,25 @@ the records into the table. Every rung is presented by the project's rule (`fron
   which trades steps, at equal budget alone).
 
 The equal-steps evidence is handed in explicitly, rung by rung, as rows of a sweep record. For the cpu ladder on
-the docstrings corpus (sweep `ablation-ema-400-docstrings`: base `ema`, each part removed at 400 steps; the momentum
-warm-up needs none, its own runs train the n-gram mix's steps):
+the docstrings corpus (sweep `ablation-ngram-wide-400-docstrings`: the final, `ngram-wide`, with each part removed
+at 400 steps, `part_pairs` naming the rung that switches each part on; sweep `ablation-ema-400-docstrings` for the
+weight average, `ema`'s live weights in its own runs; the momentum warm-up needs none, its own runs train the
+n-gram mix's steps):
 
     from frontier.study.ladder import EqualSteps, ladder_rows, run_ladder
     from frontier.study.sweep import newest_sweep
 
-    sweep = newest_sweep("runs", "cpu", "ablation-ema-400-docstrings")
+    final = newest_sweep("runs", "cpu", "ablation-ngram-wide-400-docstrings")
+    ema = newest_sweep("runs", "cpu", "ablation-ema-400-docstrings")
     rows = ladder_rows(run_ladder("cpu", 5), equal_steps={
-        "bigram": EqualSteps(sweep, "- bigram table", removes=True),  # the bigram table, taken out of ema
-        "ngram": EqualSteps(sweep, "- n-gram mix", removes=True),     # the n-gram mix, taken out of ema
-        "ema": EqualSteps(sweep, "- weight average (its live weights)", removes=True),  # ema's own live weights
+        "bigram": EqualSteps(final, "- bigram table", removes=True),  # the bigram table, taken out of the final
+        "ngram": EqualSteps(final, "- n-gram mix", removes=True),     # the n-gram mix, taken out of the final
+        "ngram-wide": EqualSteps(final, "- wider n-gram tables (= ngram-momentum)", removes=True),
+        "ema": EqualSteps(ema, "- weight average (its live weights)", removes=True),  # ema's own live weights
     })
 
 (a variant is named by its sweep row's `name`, else its `recipe`; `frontier ladder --equal-steps
-"bigram=ablation-ema-400-docstrings:- bigram table:removes" ...` is the same as a command, the README has it whole).
+"bigram=ablation-ngram-wide-400-docstrings:- bigram table:removes" ...` is the same as a command, the README has it whole).
 A key names a rung by its recipe in `LADDER` or the recipe that resolves to: a key of the rung whose recipe `final`
 names also serves the final rung; `ema=within-runs` (`WITHIN_RUNS`) measures a weight average inside its own runs
 (`WithinRuns`: live against declared weights at the same step). Every bpb the tables print carries its steps (`bpb_cell`). `write_ladder_record`
@@ -85,6 +89,8 @@ LADDER: tuple[Rung, ...] = (
     Rung("n-gram mix", "ngram", "an n-gram model counted from the train shards, mixed into the logits", "05"),
     Rung("EMA", "ema", "an exponential moving average of the weights over the warm-down", "06"),
     Rung("momentum warm-up", "ngram-momentum", "Muon's momentum warmed up over the whole run, not its first 300 steps",
+         "07"),
+    Rung("wider n-gram tables", "ngram-wide", "four times the n-gram buckets a context length (cpu: 2^22, not 2^20)",
          "07"),
     Rung("final", "final", "the final recipe: `frontier.recipes.FINAL` (chapter 07)", "07"),
 )
@@ -557,6 +563,25 @@ def ancestors(recipe: str) -> list[str]:
         out.append(r.parent)
         r = RECIPES[r.parent]
     return out
+
+
+def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
+    """Each part a leave-one-out removes from `recipe` (`frontier.study.ablation.parts`, by what a reader calls it:
+    "bigram table") -> (the rung below, the rung that switches it on): two neighbouring rungs of `LADDER` on the
+    recipe's line (the recipe and those it is built on), by their recipes; and "everything" -> (the line's first
+    rung, the recipe). The ladder's pairs at equal budget for the parts the leave-one-out judges at equal steps."""
+    from ..recipes import get_recipe
+    from .ablation import PARTS, _effective
+
+    name = recipe_name(recipe)
+    line = {name, *ancestors(name)}
+    rungs = list(dict.fromkeys(recipe_name(r.recipe) for r in LADDER if r.recipe and recipe_name(r.recipe) in line))
+    out = {}
+    for below, above in zip(rungs, rungs[1:]):
+        off, on = _effective(get_recipe(below).features), _effective(get_recipe(above).features)
+        out.update({what: (below, above) for feature, (_, what) in PARTS.items()
+                    if getattr(on, feature) and not getattr(off, feature)})
+    return {**out, "everything": (rungs[0], name)} if rungs else out
 
 
 def ladder_title(profile, corpus: str, seeds: int) -> str:
