@@ -557,7 +557,7 @@ def register(sub) -> None:
 
     s = sub.add_parser("ablate", help="leave-one-out: a recipe with each of its learning changes removed in turn",
                        description="Train or reuse RECIPE and, for each of its learning changes (bigram table, n-gram "
-                                   "mix, weight average, attention gate) and for all of them at once (the baseline), "
+                                   "mix, wider n-gram tables, weight average, attention gate) and for all of them at once (the baseline), "
                                    "the recipe without it, for seeds 0..N-1, at --steps N (equal steps) or at the "
                                    "profile's budget; print each part's paired gain, p and verdict, and keep the "
                                    "table as a sweep record in ROOT/PROFILE/sweeps/ (ablation-RECIPE-STEPS).")
@@ -566,7 +566,7 @@ def register(sub) -> None:
     s.add_argument("--steps", type=positive_int, default=None,
                    help="equal steps: train exactly N steps (default: the profile's budget)")
     s.add_argument("--remove", action="append", default=[], metavar="PART",
-                   help="only this part (bigram, ngram, average, gate, or all: the baseline); repeatable "
+                   help="only this part (bigram, ngram, wider, average, gate, or all: the baseline); repeatable "
                         "(default: each part, then all)")
     s.add_argument("--corpus", choices=CORPORA,
                    help="the corpus (default: the profile's, `frontier profiles`; prepared at its vocabulary)")
