@@ -136,9 +136,9 @@ NGRAM_MOMENTUM = NGRAM.derive("ngram-momentum", "the n-gram recipe with Muon's m
                               optim={"muon_momentum_warmup_frac": 1.0})
 # The final's tables reaching further on the templated docstrings text: contexts up to 32 tokens, or four times the
 # buckets a context length (docs/log.md; runs/cpu/drivers/2026-12-05-ngram-reach/).
-NGRAM_LONG = NGRAM_MOMENTUM.derive("ngram-long", "the final with n-gram tables counting contexts of up to 32 tokens "
-                                   "instead of 16 (twice the table sets and the counting)", ngram_max_order=32)
-NGRAM_WIDE = NGRAM_MOMENTUM.derive("ngram-wide", "the final with four times the n-gram buckets a context length "
+NGRAM_LONG = NGRAM_MOMENTUM.derive("ngram-long", "ngram-momentum with n-gram tables counting contexts of up to 32 "
+                                   "tokens instead of 16 (twice the table sets and the counting)", ngram_max_order=32)
+NGRAM_WIDE = NGRAM_MOMENTUM.derive("ngram-wide", "ngram-momentum with four times the n-gram buckets a context length "
                                    "(cpu: 2^22 instead of 2^20; 5,313 MiB of tables)", ngram_wider_log2=2)
 NGRAM_ONLY = Recipe("ngram-only", "the n-gram model alone, counted from the train shards (no network)",
                     Features(network=False, ngram=True, ngram_counting="shards"))

@@ -134,7 +134,7 @@ print(f"seed 0, 30 steps, twice: val_bpb {a['val_bpb']:.10f} and {b['val_bpb']:.
 # repeats bit for bit). That is millions of times smaller than any difference this book judges.
 
 # %% [markdown]
-# Then the seeds: the ladder's `ngram` (the final's parent) and `baseline` runs at the profile's budget, five seeds
+# Then the seeds: the ladder's `ngram` (the n-gram mix the final is built on) and `baseline` runs at the profile's budget, five seeds
 # each. A comparison between two recipes has to clear this spread.
 
 # %%

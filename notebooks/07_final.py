@@ -86,6 +86,7 @@ print("trained parameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()
 # own runs (their live weights at the same step). `final` is the last rung, the wider n-gram tables, shown once.
 
 # %%
+from frontier.errors import UserError
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
 from frontier.study import ablation, ladder
@@ -105,8 +106,14 @@ if newest_sweep(ch.root, P.name, avg) is None:  # the weight average, read from 
     ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root, removes=["average"], log=ch.log)
 # each part of the final at equal steps is the rung that switches it on (`ladder.part_pairs`)
 pairs = ladder.part_pairs(final)
-specs = [f"{pairs[part][1]}={loo}:{row['name']}:removes" for row in newest_sweep(ch.root, P.name, loo)["rows"][1:]
-         if (part := row["name"].split(" (")[0].lstrip("- ")) != "everything"]
+specs = []
+for row in newest_sweep(ch.root, P.name, loo)["rows"][1:]:
+    part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
+    if part not in pairs:
+        raise UserError(f"the final recipe has a part ({part}) that no rung of the ladder switches on",
+                        "add its rung to frontier.study.ladder.LADDER")
+    if part != "everything":
+        specs.append(f"{pairs[part][1]}={loo}:{row['name']}:removes")
 specs.append(f"ema={avg}:- weight average (its live weights):removes")
 equal_steps = ladder.parse_equal_steps(specs, ch.root, P.name)
 rows = ladder.ladder_rows(ladder.run_ladder(P, n, root=ch.root, log=ch.log), equal_steps=equal_steps)
@@ -335,12 +342,12 @@ else:
 # ## The batch size at the budget
 #
 # A batch size changes what a step costs, so, like a model size, it is judged at equal budget: each size buys its
-# own steps from the committed cost table (`frontier bench --costs --batches` measured them), and its runs pair by
-# seed with the final's. Half, double and four times the profile's sequences a step are screened on seeds 0 and 1
-# (`frontier.study.experiments.BATCH_SWEEPS`); a size better than the final on both seeds gets every seed and the
-# rule's verdict. A gain the rule does not show is
-# trained again on fresh seeds, beside the final's own, and judged on those alone: more seeds added to a near miss
-# would be a second look at the same test.
+# own steps from the committed cost table (`frontier bench --costs --batches` measured them). The screen is of
+# `ngram`, the n-gram mix the final is built on, and each size's runs pair by seed with `ngram`'s. Half, double and
+# four times the profile's sequences a step are screened on seeds 0 and 1
+# (`frontier.study.experiments.BATCH_SWEEPS`); a size better than `ngram` on both seeds gets every seed and the
+# rule's verdict. A gain the rule does not show is trained again on fresh seeds, beside `ngram`'s own, and judged on
+# those alone: more seeds added to a near miss would be a second look at the same test.
 
 # %%
 from frontier.figures import new_figure
@@ -352,7 +359,7 @@ from IPython.display import Markdown, display
 
 P = ch.profile
 n = P.seeds
-screened = "ngram"  # the batch screen is of `ngram`, the final's parent (the final's own batch 32: below)
+screened = "ngram"  # the batch screen is of `ngram`, the n-gram mix the final is built on
 
 
 def run(seed, sizes):  # the recipe at another batch size gets folders of its own: `ngram-batch-32/s0`

@@ -110,17 +110,17 @@ def test_records_are_never_overwritten(tmp_path):
 def test_a_record_inside_the_repository_keeps_its_path_relative_to_it(tmp_path, monkeypatch):
     from frontier.study import bench_records
 
-    monkeypatch.setattr(bench_records, "REPO", tmp_path.resolve())  # a checkout elsewhere wrote it
-    target = tmp_path / "runs" / "bench" / "cpu" / "book-cpu-1.json"
+    repo = tmp_path / "repo"
+    monkeypatch.setattr(bench_records, "REPO", repo.resolve())  # a checkout elsewhere wrote it
+    target = repo / "runs" / "bench" / "cpu" / "book-cpu-1.json"
     rec = {"record": "frontier-bench", "kind": "book"}
     write_bench_record(rec, target)
     assert rec["path"] == str(target)  # the caller still gets where it lies
     assert json.loads(target.read_text())["path"] == "runs/bench/cpu/book-cpu-1.json"
     assert load_bench_record(target)["path"] == str(target)
-    outside = tmp_path.parent / f"{tmp_path.name}-elsewhere.json"
+    outside = tmp_path / "elsewhere.json"
     write_bench_record({"record": "frontier-bench"}, outside)
     assert json.loads(outside.read_text())["path"] == str(outside)
-    outside.unlink()
 
 
 def test_bench_puts_process_counts_side_by_side(smoke_data, tmp_path):

@@ -550,6 +550,8 @@ def test_each_part_of_a_recipe_pairs_the_rung_that_switches_it_on_with_the_rung_
                      "wider n-gram tables": ("ngram-momentum", "ngram-wide"), "everything": ("baseline", "ngram-wide")}
     assert ladder.part_pairs("ema")["weight average"] == ("ngram", "ema")  # ema is built on ngram, not the warm-up
     assert "wider n-gram tables" not in ladder.part_pairs("ngram-momentum")
+    assert ladder.part_pairs("baseline") == {}  # nothing to take away: no rung paired with itself
+    assert "attention gate" not in ladder.part_pairs("gate")  # `gate` is no rung: its caller says so
     from frontier.study import ablation  # every part the leave-one-out removes has its pair
     parts = {ablation.variants(FINAL)[1][i].name.split(" (")[0].lstrip("- ") for i in range(len(ablation.parts(FINAL)))}
     assert parts <= set(ladder.part_pairs("final"))

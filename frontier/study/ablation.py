@@ -26,7 +26,7 @@ from .sweep import Variant, run_sweep
 PARTS = {"bigram": ("bigram", "bigram table"), "ngram": ("ngram", "n-gram mix"),
          "ngram_wider_log2": ("wider", "wider n-gram tables"), "ema": ("average", "weight average"),
          "attn_gate": ("gate", "attention gate")}
-OFF = {"ema": None, "ngram_wider_log2": 0}  # a part's feature when it is removed (else False)
+OFF = {"ema": None, "ngram_wider_log2": 0}  # a part's feature when it is removed (else False; 0 for a count)
 ALL = "all"  # every learning change at once: the baseline
 # The steps an equal-steps ablation takes per profile: about what the profile's budget buys the recipes compared
 # (cpu: 385-402 steps for `baseline`, `ngram` and `ema` in 180 reference s, runs/cpu/ladder/docstrings-20261204-144642.json).

@@ -14,7 +14,7 @@ the records into the table. Every rung is presented by the project's rule (`fron
   keeps both tokens/s (the records' `tokens_per_s`, mean over seeds), their ratio, the steps each trained, and a
   verdict such as "buys 29 more steps under the reference clock (x1.14 tokens/s)". Its bpb is still shown.
 - A learning rung shows its gain at equal budget over the nearest rung below that its recipe is built on (a rung
-  whose change was not kept is skipped: the final recipe's gain is over what it stands on), paired by seed
+  off its line is skipped: the momentum warm-up's gain is over `ngram`, not `ema`), paired by seed
   (`frontier.study.compare.paired_test`); where a sweep measured the same change at equal steps (`EqualSteps`),
   that gain and its p beside it (without one, where every seed trained the steps of the rung below, as a
   speed-neutral change such as an optimiser setting does, the budget runs are that comparison: `same_steps`); and
@@ -336,7 +336,8 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
     `steps_each`), `tokens_per_s` (mean over seeds), the `clock` its runs ran under, the regime (`epochs_each`,
     `loss_gap`: `_regime`), where every run scored a test split its `test_values`, `test_mean` and `test_std` (and
     `test_gain`, `test_p`, `test_total` beside the gains below: reported, never judged on), and, against the nearest
-    measured rung below that its recipe is built on (`over`; a rung whose change was not kept is skipped), the bpb
+    measured rung below that its recipe is built on (`over`; a rung off the recipe's line, such as `ema` below the
+    momentum warm-up, is skipped), the bpb
     `gain` paired by seed (that rung's mean minus this one's, so positive is better) and the steps that rung took
     (`over_steps`, `over_steps_each`); `total` likewise against the baseline (a difference, not a test).
 
@@ -364,7 +365,7 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
         same = next((m for m in measured if m[1] == name), None)
         if same is not None:
             row["note"] = f"the same recipe as the {same[0]} rung"
-        # the gain over the nearest rung below whose recipe this one is built on (a rung not kept is skipped)
+        # the gain over the nearest rung below whose recipe this one is built on (a rung off its line is skipped)
         line = ancestors(rung.recipe)
         below = next((m for m in reversed(measured) if m[1] in line), None)
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds),
@@ -569,7 +570,9 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
     """Each part a leave-one-out removes from `recipe` (`frontier.study.ablation.parts`, by what a reader calls it:
     "bigram table") -> (the rung below, the rung that switches it on): two neighbouring rungs of `LADDER` on the
     recipe's line (the recipe and those it is built on), by their recipes; and "everything" -> (the line's first
-    rung, the recipe). The ladder's pairs at equal budget for the parts the leave-one-out judges at equal steps."""
+    rung, the recipe) where the recipe is not that rung. The ladder's pairs at equal budget for the parts the
+    leave-one-out judges at equal steps. A part that no rung switches on (the attention gate: `gate` is no rung) has
+    no pair, and a caller says so."""
     from ..recipes import get_recipe
     from .ablation import PARTS, _effective
 
@@ -581,7 +584,7 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
         off, on = _effective(get_recipe(below).features), _effective(get_recipe(above).features)
         out.update({what: (below, above) for feature, (_, what) in PARTS.items()
                     if getattr(on, feature) and not getattr(off, feature)})
-    return {**out, "everything": (rungs[0], name)} if rungs else out
+    return {**out, "everything": (rungs[0], name)} if rungs and rungs[0] != name else out
 
 
 def ladder_title(profile, corpus: str, seeds: int) -> str:
