@@ -82,6 +82,22 @@ def test_set_up_on_given_data_keeps_its_runs_apart_from_the_profiles_corpus(smok
     assert str(tmp_path / "runs" / "smoke" / "baseline") in rec["run_dir"]
 
 
+def test_the_records_cell_prints_paths_inside_the_repository_relative_to_it(smoke_data, tmp_path, monkeypatch,
+                                                                            capsys):
+    from frontier.study import chapter
+
+    monkeypatch.setattr(chapter, "REPO", tmp_path)  # as if this checkout lay at tmp_path
+    ch = setup("smoke", tmp_path / "runs", tmp_path / "figures", smoke_data.folder)
+    rec = {"recipe": "baseline", "seed": 0, "run_dir": str(tmp_path / "runs" / "smoke" / "baseline" / "s0"),
+           "code": {"git_sha": "abcdef123456", "dirty": False}}
+    ch.log_lines.append(f"{tmp_path}/runs/smoke/baseline/s0: reusing")
+    ch.records([rec], [{"path": str(tmp_path / "runs" / "smoke" / "bench" / "b.json"), "code": None, "created": "t"}])
+    out = capsys.readouterr().out
+    assert str(tmp_path) not in out
+    assert "baseline s0: runs/smoke/baseline/s0" in out and "bench record runs/smoke/bench/b.json" in out
+    assert "runs/smoke/baseline/s0: reusing" in out
+
+
 def test_executing_in_place_writes_what_ran_into_the_parameters_cell_and_keeps_its_comments():
     import nbformat
 

@@ -99,19 +99,19 @@ class Chapter:
 
     def records(self, recs=(), benches=()) -> None:
         """The chapter's provenance: the code running it, the machine, the data, each run record quoted (the code
-        that trained it and the code that reproduced it) and each bench record, and what the experiments said."""
-        print(ex.code_banner())
-        print(f"machine: {machine()}; profile {self.profile.name}; data {self.data.folder} "
-              f"(manifest {self.data.manifest_hash})")
+        that trained it and the code that reproduced it) and each bench record, and what the experiments said.
+        Paths inside the repository are printed relative to it (`runs/...`), whichever checkout ran the chapter."""
+        out = [ex.code_banner(),
+               f"machine: {machine()}; profile {self.profile.name}; data {self.data.folder} "
+               f"(manifest {self.data.manifest_hash})"]
         recs = list(recs)
         if recs:
-            print("runs:\n" + report.provenance(recs))
-            for r in recs:
-                print(f"  {r.get('label') or r['recipe']} s{r['seed']}: {r.get('run_dir')}")
-        for b in benches:
-            print(f"bench record {b.get('path')}: code {report.short_code(b.get('code'))}, {b.get('created')}")
-        if self.log_lines:  # each line once: a run reused by several sections is said once
-            print("\n".join(dict.fromkeys(self.log_lines)))
+            out.append("runs:\n" + report.provenance(recs))
+            out += [f"  {r.get('label') or r['recipe']} s{r['seed']}: {r.get('run_dir')}" for r in recs]
+        out += [f"bench record {b.get('path')}: code {report.short_code(b.get('code'))}, {b.get('created')}"
+                for b in benches]
+        out += list(dict.fromkeys(self.log_lines))  # each line once: a run reused by several sections is said once
+        print("\n".join(out).replace(f"{REPO}/", ""))
 
 
 def setup(profile: str = "cpu", run_root: str | Path | None = None, figures_dir: str | Path | None = None,
