@@ -31,6 +31,17 @@ RECORD = "result.json"
 REPO = Path(__file__).resolve().parent.parent  # the checkout the package runs from (where git, notebooks and runs are)
 
 
+def repo_named(path) -> str | None:
+    """A path under the repository as the repository names it (`runs/cpu/...`), so a record reads the same from any
+    checkout; another path as it is (None as None)."""
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -108,10 +108,10 @@ def test_records_are_never_overwritten(tmp_path):
 
 
 def test_a_record_inside_the_repository_keeps_its_path_relative_to_it(tmp_path, monkeypatch):
-    from frontier.study import bench_records
+    from frontier import records
 
     repo = tmp_path / "repo"
-    monkeypatch.setattr(bench_records, "REPO", repo.resolve())  # a checkout elsewhere wrote it
+    monkeypatch.setattr(records, "REPO", repo.resolve())  # a checkout elsewhere wrote it
     target = repo / "runs" / "bench" / "cpu" / "book-cpu-1.json"
     rec = {"record": "frontier-bench", "kind": "book"}
     write_bench_record(rec, target)

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ..errors import UserError
-from ..records import REPO, code_version, hardware, jsonable, write_json
+from ..records import code_version, hardware, jsonable, repo_named, write_json
 
 
 EXCLUDED = "excluded.json"
@@ -99,11 +99,7 @@ def write_bench_record(result: dict, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     result["path"] = str(path)
-    try:
-        kept = path.resolve().relative_to(REPO).as_posix()
-    except ValueError:  # outside the repository
-        kept = str(path)
-    text = json.dumps({**result, "path": kept}, indent=1, default=jsonable) + "\n"
+    text = json.dumps({**result, "path": repo_named(path)}, indent=1, default=jsonable) + "\n"
     try:
         with open(path, "x") as fh:
             fh.write(text)

@@ -573,17 +573,15 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
     rung, the recipe) where the recipe is not that rung. The ladder's pairs at equal budget for the parts the
     leave-one-out judges at equal steps. A part that no rung switches on (the attention gate: `gate` is no rung) has
     no pair, and a caller says so."""
-    from ..recipes import get_recipe
-    from .ablation import PARTS, _effective
+    from .ablation import PARTS, parts
 
+    what = {name: w for name, w in PARTS.values()}  # "bigram" -> "bigram table"
     name = recipe_name(recipe)
     line = {name, *ancestors(name)}
     rungs = list(dict.fromkeys(recipe_name(r.recipe) for r in LADDER if r.recipe and recipe_name(r.recipe) in line))
     out = {}
-    for below, above in zip(rungs, rungs[1:]):
-        off, on = _effective(get_recipe(below).features), _effective(get_recipe(above).features)
-        out.update({what: (below, above) for feature, (_, what) in PARTS.items()
-                    if getattr(on, feature) and not getattr(off, feature)})
+    for below, above in zip(rungs, rungs[1:]):  # the parts `above` has and `below` has not
+        out.update({what[p]: (below, above) for p in parts(above) if p in what and p not in parts(below)})
     return {**out, "everything": (rungs[0], name)} if rungs and rungs[0] != name else out
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..config import EMAConfig
 from ..errors import UserError
 from ..profiles import get_profile
-from ..records import REPO, jsonable
+from ..records import jsonable, repo_named
 from ..recipes import Recipe, get_recipe, settings_label
 from . import bench_records, experiments
 from .compare import Group, judge, paired_test
@@ -137,18 +137,7 @@ def _run_summary(rec: dict, score: str = "val_bpb") -> dict:
     row read from its live weights has none)."""
     return {"val_bpb": rec[score], "test_bpb": rec.get("test_bpb") if score == "val_bpb" else None,
             "steps": rec["steps"], "tokens_per_s": rec.get("tokens_per_s"),
-            "run_dir": _repo_named(rec.get("run_dir")), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
-
-
-def _repo_named(run_dir) -> str | None:
-    """A run folder under the repository as the repository names it (`runs/cpu/...`), so a record reads the same
-    from any checkout; another folder as it is."""
-    if run_dir is None:
-        return None
-    try:
-        return Path(run_dir).resolve().relative_to(REPO).as_posix()
-    except ValueError:
-        return str(run_dir)
+            "run_dir": repo_named(rec.get("run_dir")), "source_sha256": (rec.get("code") or {}).get("source_sha256")}
 
 
 def _group(name: str, recs: dict[int, dict], score: str = "val_bpb") -> Group:
