@@ -32,14 +32,16 @@ REPO = Path(__file__).resolve().parent.parent  # the checkout the package runs f
 
 
 def repo_named(path) -> str | None:
-    """A path under the repository as the repository names it (`runs/cpu/...`), so a record reads the same from any
-    checkout; another path as it is (None as None)."""
+    """A path as the repository names it (`runs/cpu/...`), so a record reads the same from any checkout: one under
+    the repository relative to it, one under a `runs` folder elsewhere (another checkout, `../runs/...` from
+    notebooks/) from that folder on; any other path as it is (None as None)."""
     if path is None:
         return None
     try:
         return Path(path).resolve().relative_to(REPO).as_posix()
     except ValueError:
-        return str(path)
+        parts = Path(str(path)).parts
+        return Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):]).as_posix() if "runs" in parts else str(path)
 
 
 def cpu_model() -> str:

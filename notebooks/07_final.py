@@ -46,14 +46,13 @@ box = ch.box()
 
 # %%
 from frontier import recipes
-from frontier.records import epochs_read
+from frontier.records import epochs_read, repo_named
 from frontier.study import card
-from frontier.study.ladder import repo_path
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
 rec = ch.run("final", 0)
-print(f"final = `{recipes.FINAL}`, seed 0: {repo_path(rec['run_dir'])}")
+print(f"final = `{recipes.FINAL}`, seed 0: {repo_named(rec['run_dir'])}")
 test = f", test_bpb {rec['test_bpb']:.4f}" if rec.get("test_bpb") is not None else " (this data has no test split)"
 print(f"val_bpb {rec['val_bpb']:.4f}{test}; {rec['steps']:,} steps, {epochs_read(rec):.2f} epoch of the training "
       f"split ({rec['tokens']:,} tokens read)")
@@ -86,7 +85,6 @@ print("trained parameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()
 # own runs (their live weights at the same step). `final` is the last rung, the wider n-gram tables, shown once.
 
 # %%
-from frontier.errors import UserError
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
 from frontier.study import ablation, ladder
@@ -104,16 +102,13 @@ if newest_sweep(ch.root, P.name, loo) is None:  # the final taken apart at equal
                           log=ch.log)
 if newest_sweep(ch.root, P.name, avg) is None:  # the weight average, read from `ema`'s own runs (committed at cpu)
     ablation.run_ablation("ema", P, seeds=range(n), steps=steps, root=ch.root, removes=["average"], log=ch.log)
-# each part of the final at equal steps is the rung that switches it on (`ladder.part_pairs`)
-pairs = ladder.part_pairs(final)
+# each part of the final at equal steps is the rung that switches it on (`ladder.part_pair`)
 specs = []
 for row in newest_sweep(ch.root, P.name, loo)["rows"][1:]:
-    part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
-    if part not in pairs:
-        raise UserError(f"the final recipe has a part ({part}) that no rung of the ladder switches on",
-                        "add its rung to frontier.study.ladder.LADDER")
+    part = ablation.part_of(row)  # "- n-gram mix (= ...)" -> "n-gram mix"
+    _, above = ladder.part_pair(final, part)  # one clear error for a part that no rung switches on
     if part != "everything":
-        specs.append(f"{pairs[part][1]}={loo}:{row['name']}:removes")
+        specs.append(f"{above}={loo}:{row['name']}:removes")
 specs.append(f"ema={avg}:- weight average (its live weights):removes")
 equal_steps = ladder.parse_equal_steps(specs, ch.root, P.name)
 rows = ladder.ladder_rows(ladder.run_ladder(P, n, root=ch.root, log=ch.log), equal_steps=equal_steps)
@@ -125,7 +120,7 @@ stored = {r["rung"]: r for r in record["rows"] if "mean" in r}
 differ = [r["rung"] for r in rows if "mean" in r and (
     r["rung"] not in stored or r["values"] != stored[r["rung"]]["values"]
     or r.get("test_values") != stored[r["rung"]].get("test_values"))]
-print(f"ladder record {ladder.repo_path(record['path'])}: the table rebuilt from the runs "
+print(f"ladder record {repo_named(record['path'])}: the table rebuilt from the runs "
       + ("holds the same per-seed val and test bpb in every rung" if not differ else f"differs in {differ}"))
 
 twin = any(r["rung"] != "final" and r.get("recipe") == final for r in rows)  # final is another rung's recipe
@@ -188,7 +183,6 @@ ch.figure(fig, "07_ladder")
 # of `ema` at the same 400 steps) and under "What did not help" below.
 
 # %%
-from frontier.errors import UserError
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
 from frontier.study import ablation, ladder
@@ -215,12 +209,9 @@ pairs = ladder.part_pairs(final)
 runs = {r: ch.seeds(r, n) for r in dict.fromkeys(x for pair in pairs.values() for x in pair)}
 parts = []
 for row in at_steps["rows"][1:]:
-    part = row["name"].split(" (")[0].lstrip("- ")  # "- n-gram mix (= ...)" -> "n-gram mix"
+    part = ablation.part_of(row)  # "- n-gram mix (= ...)" -> "n-gram mix"
     gain, p, seeds = ablation.part_gain(row)
-    if part not in pairs:
-        raise UserError(f"the final recipe has a part ({part}) that no rung of the ladder switches on",
-                        "add its rung to frontier.study.ladder.LADDER")
-    below, above = pairs[part]
+    below, above = ladder.part_pair(final, part)
     d = paired_test(group(below, runs[below]), group(above, runs[above]))
     has_test = all(r.get("test_bpb") is not None for r in runs[below] + runs[above])
     t = paired_test(group(below, runs[below], "test_bpb"), group(above, runs[above], "test_bpb")) if has_test else None
@@ -310,26 +301,27 @@ print(f"document by document the final is better on {int((per_doc > 0).sum())} o
 # final is built on, on the n-gram tables before the profile sized them for this corpus, `ngram/s0-3` the same seed
 # on the tables it has now. Runs reproduce another way too: `ngram-momentum`, trained under the schedule screen's
 # label and again under its own, gave the same steps and identical scores on each seed (docs/log.md); and the
-# final's 400-step runs without the n-gram mix score exactly what `ngram-momentum`'s runs without it scored (with the
-# mix off, the tables' size changes nothing that is trained).
+# final's 400-step runs without the n-gram mix, trained under a label of their own, scored exactly what
+# `ngram-momentum`'s runs without it scored (with the mix off, the tables' size changes nothing that is trained), so
+# the leave-one-out now takes those runs (`frontier.study.ablation.without`).
 
 # %%
+from frontier.records import repo_named
 from frontier.study.bench_records import load_bench_record
-from frontier.study.ladder import repo_path
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
 folder = ch.root / "bench" / ch.profile.name
 found = [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
 if not found:
-    print(f"no retrain records in {repo_path(folder)}: none exist yet")
+    print(f"no retrain records in {repo_named(folder)}: none exist yet")
 else:
     rows = []
     for r in found:
         a, b = r["record_side"], r["here"]
         for side, s in (("record", a), ("trained again", b)):
             hw = s.get("hardware") or {}
-            rows.append({"run": repo_path(r["run"]), "side": side, "steps": s["steps"], "val": f"{s['val_bpb']:.4f}",
+            rows.append({"run": repo_named(r["run"]), "side": side, "steps": s["steps"], "val": f"{s['val_bpb']:.4f}",
                          "test": "-" if s.get("test_bpb") is None else f"{s['test_bpb']:.4f}",
                          "machine": f"{hw.get('cpu')}, {hw.get('torch_threads')} thread(s)"})
         rows.append({"run": "", "side": "difference", "steps": "same" if r["same_steps"] else "DIFFER",
@@ -337,7 +329,7 @@ else:
                         for k in ("val", "test")}})
     display(Markdown(markdown_table(rows, {"run": "run", "side": "", "steps": "steps", "val": "val_bpb",
                                            "test": "test_bpb", "machine": "machine"})))
-    print("records: " + ", ".join(repo_path(r["path"]) for r in found))
+    print("records: " + ", ".join(repo_named(r["path"]) for r in found))
 
 # %% [markdown]
 # ## The batch size at the budget
@@ -472,9 +464,9 @@ display(Markdown(markdown_table(rows, {"change": "change", "gain": f"gain at {st
 
 # %%
 from frontier.figures import new_figure
+from frontier.records import repo_named
 from frontier.study.bench_records import load_bench_record
 from frontier.study.compressors import run_compressor_bench
-from frontier.study.ladder import repo_path
 from frontier.study.report import markdown_table, mean_std
 from IPython.display import Markdown, display
 
@@ -484,7 +476,7 @@ found = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compresso
          if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
 comp = found[-1] if found else run_compressor_bench(ch.data, ch.profile.name, folder, log=ch.log)
 split = "test" if ch.data.has_test else "val"
-print(f"compressors record {repo_path(comp['path'])}; scored on the {split} split")
+print(f"compressors record {repo_named(comp['path'])}; scored on the {split} split")
 models = {name: ch.seeds(name, n) for name in ("final", "baseline")}
 rows = [{"by": f"`{name}` ({len(recs)} seeds, {recs[0]['steps']} steps)",
          "given": mean_std(r[f"{split}_bpb"] for r in recs)[0], "alone": None} for name, recs in models.items()]
@@ -583,7 +575,7 @@ split = "test" if all(r.get("test_bpb") is not None for r in base + final) else 
 d = paired_test(*(Group(k, tuple(r[f"{split}_bpb"] for r in rs), (), tuple(r["seed"] for r in rs))
                   for k, rs in (("baseline", base), ("final", final))))
 sweep = newest_sweep(ch.root, P.name, ablation.sweep_name(final[0]["recipe"], steps, P.corpus))  # the leave-one-out
-worth = {r["name"].split(" (")[0].lstrip("- "): ablation.part_gain(r) for r in sweep["rows"][1:]}
+worth = {ablation.part_of(r): ablation.part_gain(r) for r in sweep["rows"][1:]}
 part = {k: (g, p_text(p)) for k, (g, p, seeds) in worth.items()}  # gain, "p < 0.001"
 folder = ch.root / "bench" / P.name
 comp = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compressors-*.json")))
@@ -635,7 +627,7 @@ recs = [r for name in dict.fromkeys(ladder.recipe_name(x.recipe) for x in ladder
 
 def checked(run_dir):
     """A leave-one-out run's record with the current code's check of it (the section above replayed it)."""
-    d = Path(run_dir) if Path(run_dir).is_absolute() else REPO / run_dir
+    d = Path(run_dir) if Path(run_dir).is_absolute() else ch.root.parent / run_dir  # stored from `runs/` on
     rec = load_record(d)
     return {**rec, "replay": stored_check(d, rec)}
 

@@ -41,6 +41,29 @@ def test_the_wider_tables_are_a_part_whose_removal_is_the_recipe_below_them():
     assert rows[0].name == "- wider n-gram tables (= ngram-momentum)" and rows[0].label(400) == "ngram-momentum-400steps"
 
 
+def test_a_part_removed_where_an_earlier_recipe_trains_the_same_takes_that_recipes_runs():
+    from frontier.profiles import get_profile
+    from frontier.recipes import resolve
+
+    p = get_profile("smoke")
+    mix_off = ablation.without("ngram-wide", "ngram")  # the wider tables mean nothing without the mix
+    assert mix_off.name == "ngram-momentum-no-ngram" and mix_off.parent == "ngram-momentum"
+    assert resolve(mix_off, p).digest() == resolve(ablation.without("ngram-momentum", "ngram"), p).digest()
+    # no farther: `ngram` without its mix lacks the momentum warm-up, so it trains something else
+    assert resolve(ablation.without("ngram", "ngram"), p).digest() != resolve(mix_off, p).digest()
+    bigram_off = ablation.without("ngram-wide", "bigram")  # the wider tables still count: the final's own variant
+    assert bigram_off.name == "ngram-wide-no-bigram" and bigram_off.features.ngram_wider_log2 == 2
+    _, rows = ablation.variants("ngram-wide", ["ngram"], steps=400)
+    assert rows[0].label(400) == "ngram-momentum-no-ngram-400steps"
+
+
+def test_a_rows_part_is_named_as_a_reader_calls_it():
+    assert ablation.part_of("- n-gram mix (= bigram)") == "n-gram mix"
+    assert ablation.part_of({"name": "- everything (= baseline)"}) == "everything"
+    assert ablation.part_of({"name": "- weight average (its live weights)"}) == "weight average"
+    assert ablation.part_of({"name": "ngram-wide"}) is None
+
+
 def test_at_equal_steps_the_average_is_its_own_runs_live_weights_and_at_equal_budget_its_parent():
     base, rows = ablation.variants("ema", steps=420)
     average = next(v for v in rows if "average" in v.name)

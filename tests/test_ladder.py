@@ -7,6 +7,7 @@ import pytest
 
 from frontier.cli import main
 from frontier.profiles import get_profile
+from frontier.errors import UserError
 from frontier.recipes import FINAL, get_recipe, resolve
 from frontier.study import compare, ladder
 
@@ -181,8 +182,10 @@ def test_readme_table_marks_what_was_not_measured():
 @pytest.mark.parametrize("path, named", [("../runs/cpu/ngram/s0", "runs/cpu/ngram/s0"),
                                          ("/home/x/frontier/runs/cpu/ladder/e.json", "runs/cpu/ladder/e.json"),
                                          ("/tmp/myruns/cpu/ngram/s0", "/tmp/myruns/cpu/ngram/s0")])
-def test_repo_path_names_run_folders_as_the_repository_does(path, named):
-    assert ladder.repo_path(path) == named
+def test_a_path_is_named_as_the_repository_names_it(path, named):
+    from frontier.records import repo_named
+
+    assert repo_named(path) == named
 
 
 def test_the_writeups_endpoints_are_never_on_our_axis():
@@ -244,8 +247,6 @@ def test_speed_verdicts(bought, ratio, clock, verdict):
 
 
 def test_a_speed_rung_takes_no_equal_steps_and_unknown_keys_are_refused():
-    from frontier.errors import UserError
-
     with pytest.raises(UserError, match="compile is a speed rung"):
         ladder.ladder_rows(_results(), equal_steps={"compile": ladder.EqualSteps(_sweep(), "ema")})
     with pytest.raises(UserError, match="names no rung's recipe: gate"):
@@ -553,5 +554,8 @@ def test_each_part_of_a_recipe_pairs_the_rung_that_switches_it_on_with_the_rung_
     assert ladder.part_pairs("baseline") == {}  # nothing to take away: no rung paired with itself
     assert "attention gate" not in ladder.part_pairs("gate")  # `gate` is no rung: its caller says so
     from frontier.study import ablation  # every part the leave-one-out removes has its pair
-    parts = {ablation.variants(FINAL)[1][i].name.split(" (")[0].lstrip("- ") for i in range(len(ablation.parts(FINAL)))}
+    parts = {ablation.part_of(row.name) for row in ablation.variants(FINAL)[1]}
     assert parts <= set(ladder.part_pairs("final"))
+    assert ladder.part_pair("final", "n-gram mix") == ("bigram", "ngram")
+    with pytest.raises(UserError, match=r"'gate' has a part \(attention gate\) that no rung"):
+        ladder.part_pair("gate", "attention gate")

@@ -54,14 +54,26 @@ def _effective(f: Features) -> Features:
 def _same_recipe(derived: Recipe) -> Recipe | None:
     """An existing recipe that trains exactly what `derived` trains (its runs can be reused), or None."""
     for r in RECIPES.values():
-        if (_effective(r.features) == _effective(derived.features) and r.sizes == derived.sizes
-                and r.optim == derived.optim):
+        if _trains_same(r, derived):
             return r
     return None
 
 
+def _removed(r: Recipe, feature: str) -> Recipe:
+    """`r` with `feature` switched off, as a recipe derived on the fly (`ngram-no-bigram`)."""
+    return r.derive(f"{r.name}-no-{PARTS[feature][0]}", f"{r.name} without its {PARTS[feature][1]} (leave-one-out)",
+                    **{feature: OFF.get(feature, False)})
+
+
+def _trains_same(a: Recipe, b: Recipe) -> bool:
+    return _effective(a.features) == _effective(b.features) and a.sizes == b.sizes and a.optim == b.optim
+
+
 def without(recipe: str | Recipe, part: str) -> Recipe:
-    """`recipe` without one part (`parts`): an existing recipe with the same settings where there is one."""
+    """`recipe` without one part (`parts`): an existing recipe with the same settings where there is one; else the
+    part removed from the farthest recipe it is built on that, without the part, trains the same (`ngram-wide`
+    without its n-gram mix is `ngram-momentum-no-ngram`: the wider tables mean nothing without the mix), so that
+    its runs serve every recipe built on it; else the part removed from `recipe` itself."""
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if part == ALL:
         return BASELINE
@@ -69,10 +81,17 @@ def without(recipe: str | Recipe, part: str) -> Recipe:
     if feature is None or part not in parts(r):
         raise UserError(f"recipe {r.name!r} has no part {part!r} to remove",
                         f"remove one of {', '.join(parts(r))}")
-    off = OFF.get(feature, False)
-    derived = r.derive(f"{r.name}-no-{part}", f"{r.name} without its {PARTS[feature][1]} (leave-one-out)",
-                       **{feature: off})
-    return _same_recipe(derived) or derived
+    derived = _removed(r, feature)
+    same = _same_recipe(derived)
+    if same is not None:
+        return same
+    a = r
+    while a.parent in RECIPES and part in parts(RECIPES[a.parent]):
+        earlier = _removed(RECIPES[a.parent], feature)
+        if not _trains_same(earlier, derived):
+            break
+        derived, a = earlier, RECIPES[a.parent]
+    return derived
 
 
 def variants(recipe: str | Recipe, removes: list[str] | None = None, steps: int | None = None
@@ -113,10 +132,12 @@ def run_ablation(recipe: str | Recipe, profile, seeds=(0, 1, 2), steps: int | No
                      root=root, corpus=corpus, log=log)
 
 
-def _what(row_name: str) -> str | None:
-    """Which part a sweep row adds or removes, from its name ('- n-gram mix (= bigram)' -> 'n-gram mix')."""
+def part_of(row: dict | str) -> str | None:
+    """Which part a sweep row (or a row's name) adds or removes, as a reader calls it: '- n-gram mix (= bigram)' ->
+    'n-gram mix', '- everything (= baseline)' -> 'everything'; None for a row that names no part (the base row)."""
+    name = row["name"] if isinstance(row, dict) else row
     for _, what in [*PARTS.values(), (ALL, "everything")]:
-        if what in row_name:
+        if what in name:
             return what
     return None
 
@@ -134,11 +155,11 @@ def part_rows(at_steps: dict, at_budget: dict | None = None) -> list[dict]:
     """One row per part of a leave-one-out: its gain (positive: the part helps) at equal steps, from the sweep
     record `at_steps`, and at equal budget from `at_budget` (a sweep that removes or adds the same part, matched by
     what its row names), with the steps each ran and the verdict of `frontier.study.compare.keep`."""
-    budget = {_what(r["name"]): r for r in (at_budget or {}).get("rows", []) if "gain" in r}
+    budget = {part_of(r["name"]): r for r in (at_budget or {}).get("rows", []) if "gain" in r}
     base_steps = [r["steps"] for r in at_steps["rows"][0]["runs"].values()]
     out = []
     for row in at_steps["rows"][1:]:
-        what = _what(row["name"])
+        what = part_of(row["name"])
         g_steps = part_gain(row)
         b_row = budget.get(what)
         g_budget = part_gain(b_row) if b_row else None
@@ -154,4 +175,4 @@ def part_rows(at_steps: dict, at_budget: dict | None = None) -> list[dict]:
     return out
 
 
-__all__ = ["ALL", "EQUAL_STEPS", "PARTS", "part_gain", "part_rows", "parts", "run_ablation", "sweep_name", "variants", "without"]
+__all__ = ["ALL", "EQUAL_STEPS", "PARTS", "part_gain", "part_of", "part_rows", "parts", "run_ablation", "sweep_name", "variants", "without"]

@@ -100,7 +100,8 @@ class Chapter:
     def records(self, recs=(), benches=()) -> None:
         """The chapter's provenance: the code running it, the machine, the data, each run record quoted (the code
         that trained it and the code that reproduced it) and each bench record, and what the experiments said.
-        Paths inside the repository are printed relative to it (`runs/...`), whichever checkout ran the chapter."""
+        Paths inside the repository are printed relative to it (`runs/...`), whichever checkout ran the chapter, and
+        so are those under a run root named `runs` elsewhere."""
         out = [ex.code_banner(),
                f"machine: {machine()}; profile {self.profile.name}; data {self.data.folder} "
                f"(manifest {self.data.manifest_hash})"]
@@ -111,7 +112,10 @@ class Chapter:
         out += [f"bench record {b.get('path')}: code {report.short_code(b.get('code'))}, {b.get('created')}"
                 for b in benches]
         out += list(dict.fromkeys(self.log_lines))  # each line once: a run reused by several sections is said once
-        print("\n".join(out).replace(f"{REPO}/", ""))
+        text = "\n".join(out).replace(f"{REPO}/", "")
+        if self.root.name == "runs":  # a run root elsewhere (`frontier book --out DIR`): its runs as `runs/...` too
+            text = text.replace(f"{self.root.parent}/", "")
+        print(text)
 
 
 def setup(profile: str = "cpu", run_root: str | Path | None = None, figures_dir: str | Path | None = None,

@@ -187,6 +187,41 @@ def mismatch(rec: dict, cfg: RunConfig, dataset: Dataset, steps: int | None, bac
     return None
 
 
+def _placed(recipe, prof: Profile, label: str | None, data, log, **settings) -> tuple[RunConfig, Dataset, str | None]:
+    """The config `run` trains, its dataset, and its folders' label (the profile's own corpus, when it is not the
+    embedded one: under `CORPUS/`)."""
+    cfg = resolve(recipe, prof, **settings)
+    if isinstance(data, Dataset):
+        dataset = data
+    else:
+        dataset = Dataset(data) if data else profile_dataset(prof, log=log)
+    if data is None and prof.corpus != "embedded":  # the profile's own corpus: its runs under ROOT/PROFILE/CORPUS/
+        label = f"{prof.corpus}/{label or cfg.recipe}"
+    return cfg, dataset, label
+
+
+def finished(recipe: "str | Recipe", profile: str | Profile = "cpu", seeds=None, root: str | Path = "runs",
+             steps: int | None = None, label: str | None = None, data: str | Path | Dataset | None = None,
+             device: str = "auto", log=lambda line: None, **settings) -> dict[int, dict]:
+    """Each seed's finished record that `run` (same arguments; `settings`: its `sizes`, `ema`, `ngram`, `optim`,
+    `budget_s`, `clock`) would consider for reuse, the newest first: config hash, data, step limit, device and, for a
+    budget whose steps depend on the machine, the hardware. Nothing is replayed or trained: what a driver's judge
+    reads of what its jobs trained (`seeds`: default 0 .. the profile's seeds - 1). Excluded runs are left out."""
+    prof = get_profile(profile)
+    cfg, dataset, label = _placed(recipe, prof, label, data, log, **settings)
+    dev = select_device(device)
+    out = {}
+    for seed in range(prof.seeds) if seeds is None else seeds:
+        for run_dir in seed_dirs(root, cfg, seed, label):
+            if bench_records.excluded(run_dir) or not (run_dir / records.RECORD).is_file():
+                continue
+            rec = records.load_record(run_dir)
+            if mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device)) is None:
+                out[seed] = rec
+                break
+    return out
+
+
 def run(
     recipe: "str | Recipe",
     profile: str | Profile = "cpu",
@@ -214,13 +249,8 @@ def run(
     `need_checkpoint`: the caller loads the model, so a record without its checkpoint (checkpoints are not
     committed) is trained again. `clock`: "wall" or "reference" (None: the profile's; `frontier.train.clock`)."""
     prof = get_profile(profile)
-    cfg = resolve(recipe, prof, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes, optim=optim, clock=clock)
-    if isinstance(data, Dataset):
-        dataset = data
-    else:
-        dataset = Dataset(data) if data else profile_dataset(prof, log=log)
-    if data is None and prof.corpus != "embedded":  # the profile's own corpus: its runs under ROOT/PROFILE/CORPUS/
-        label = f"{prof.corpus}/{label or cfg.recipe}"
+    cfg, dataset, label = _placed(recipe, prof, label, data, log, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes,
+                                  optim=optim, clock=clock)
     dev = select_device(device)
     for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
         if bench_records.excluded(run_dir):  # said first: an excluded run is often one that was stopped

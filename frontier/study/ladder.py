@@ -60,6 +60,7 @@ import math
 from statistics import mean
 
 from .. import records
+from ..records import repo_named
 from ..errors import UserError
 from .compare import RULE, Group, judge, keep, p_text, paired_test
 from .report import bpb_group, short_code
@@ -187,7 +188,7 @@ class EqualSteps:
         return {"gain": sign * row["gain"], "p": row.get("p"), "diff_std": row.get("diff_std"),
                 "seeds": len(sw["seeds"]), "steps": sw["steps"], "steps_seen": seen, "with": with_,
                 "without": without, "variant": row["name"], "removes": self.removes, "sweep": sw.get("name"),
-                "path": repo_path(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
+                "path": repo_named(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,7 @@ class WithinRuns:
         return {"gain": -d.delta, "p": d.p, "diff_std": d.diff_std, "seeds": len(recs), "steps": None,
                 "steps_seen": seen, "with": mixed.name, "without": f"{self.parent} (its live weights)",
                 "variant": mixed.name, "removes": False, "sweep": "within the same runs",
-                "path": None, "runs": [repo_path(r.get("run_dir", "")) for r in recs], "code": None}
+                "path": None, "runs": [repo_named(r.get("run_dir", "")) for r in recs], "code": None}
 
 
 def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
@@ -230,7 +231,7 @@ def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
             "steps_seen": sorted(set(mine.values())), "with": recs[0].get("recipe"), "without": other_recs[0].get("recipe"),
             "variant": recs[0].get("recipe"), "removes": False, "sweep": "the budget runs",
             "where": "the budget runs: the same steps each seed", "path": None,
-            "runs": [repo_path(r.get("run_dir", "")) for r in recs], "code": None}
+            "runs": [repo_named(r.get("run_dir", "")) for r in recs], "code": None}
 
 
 def _mean_tokens_per_s(recs: list[dict]) -> float | None:
@@ -371,7 +372,7 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds),
                    steps=sum(r["steps"] for r in recs) / len(recs), steps_each=[r["steps"] for r in recs],
                    tokens_per_s=_mean_tokens_per_s(recs), clock=_clock(recs),
-                   runs=[repo_path(r.get("run_dir", "")) for r in recs],
+                   runs=[repo_named(r.get("run_dir", "")) for r in recs],
                    code=sorted({short_code(r.get("code")) for r in recs}), **_regime(recs))
         tested = _has_test(recs)
         if tested:
@@ -548,13 +549,6 @@ def display_row(row: dict) -> dict:
             "total": "" if "total" not in row else f"{row['total']:+.4f}", "note": row.get("note", "")}
 
 
-def repo_path(path) -> str:
-    """A path under a `runs` folder as the repository names it (`runs/cpu/ngram/s0`), however it was reached
-    (`../runs/...` from notebooks/, an absolute path); any other path as it is."""
-    parts = Path(str(path)).parts
-    return str(Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):])) if "runs" in parts else str(path)
-
-
 def ancestors(recipe: str) -> list[str]:
     """The recipes `recipe` is built on, nearest first (its parent, the parent's parent, ...), not itself."""
     from ..recipes import RECIPES, get_recipe
@@ -583,6 +577,16 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
     for below, above in zip(rungs, rungs[1:]):  # the parts `above` has and `below` has not
         out.update({what[p]: (below, above) for p in parts(above) if p in what and p not in parts(below)})
     return {**out, "everything": (rungs[0], name)} if rungs and rungs[0] != name else out
+
+
+def part_pair(recipe: str, part: str) -> tuple[str, str]:
+    """`part_pairs(recipe)[part]`: (the rung below, the rung that switches `part` on). UserError (one line) for a
+    part that no rung of the ladder switches on."""
+    pairs = part_pairs(recipe)
+    if part not in pairs:
+        raise UserError(f"recipe {recipe_name(recipe)!r} has a part ({part}) that no rung of the ladder switches on",
+                        "add its rung to frontier.study.ladder.LADDER")
+    return pairs[part]
 
 
 def ladder_title(profile, corpus: str, seeds: int) -> str:
@@ -760,7 +764,7 @@ def readme_table(record: dict) -> str:
     theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
     tested = any(r.get("test_mean") is not None for r in record["rows"])  # records with a test split: two columns
     extra = " test_bpb here (mean ± std; gain over the rung below, paired) | epochs read; val - train loss |"
-    lines = [README_BEGIN.format(path=repo_path(record["path"])),
+    lines = [README_BEGIN.format(path=repo_named(record["path"])),
              "| rung | recipe | val_bpb here (mean ± std, seeds, steps) |" + (extra if tested else "")
              + " tokens/s | gain at equal steps (paired by seed) | gain at equal budget over the rung it is "
              "built on (paired by seed) | verdict (`frontier.study.compare.RULE`) | the write-up's (Trn2) |",
