@@ -32,14 +32,26 @@ REPO = Path(__file__).resolve().parent.parent  # the checkout the package runs f
 
 
 def repo_named(path) -> str | None:
-    """A path as the repository names it (`runs/cpu/...`), so a record reads the same from any checkout: one under
-    the repository relative to it, one under a `runs` folder elsewhere (another checkout, `../runs/...` from
-    notebooks/) from that folder on; any other path as it is (None as None)."""
+    """A path under the repository as the repository names it (`runs/cpu/...`), so a record reads the same from any
+    checkout (`REPO / name` finds it again); another path as it is (None as None)."""
     if path is None:
         return None
     try:
         return Path(path).resolve().relative_to(REPO).as_posix()
     except ValueError:
+        return str(path)
+
+
+def shown_path(path) -> str | None:
+    """A path as a reader is shown it: one under the repository as `repo_named` names it, one outside it that lies
+    under a `runs` folder (another checkout's, a `frontier book --out DIR` folder's) from that folder on
+    (`runs/cpu/ngram/s0`), any other as it is. For printing and tables only: unlike `repo_named`'s, the name may not
+    lead back to the path."""
+    if path is None:
+        return None
+    try:
+        return Path(path).resolve().relative_to(REPO).as_posix()
+    except ValueError:  # outside the repository: from its `runs` folder on, if it has one
         parts = Path(str(path)).parts
         return Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):]).as_posix() if "runs" in parts else str(path)
 

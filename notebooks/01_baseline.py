@@ -494,7 +494,7 @@ print(f"xz on the held-out line alone: {8 * len(xz(held_out)) / len(held_out):.2
 # %%
 from IPython.display import Markdown, display
 
-from frontier.records import repo_named
+from frontier.records import shown_path
 from frontier.study import report
 from frontier.study.bench_records import newest_record
 from frontier.study.compressors import run_compressor_bench
@@ -511,7 +511,7 @@ rows.append({"compressor": f"the baseline ({len(base)} seeds, {base[0]['steps']:
 display(Markdown(report.markdown_table(
     rows, {"compressor": "model", "val_bpb": "val_bpb (train as context)", "test_bpb": "test_bpb (train as context)",
            "val_bpb_alone": "val_bpb (alone)", "test_bpb_alone": "test_bpb (alone)"})))
-print(f"bench record {repo_named(comp['path'])} (code {report.short_code(comp['code'])})")
+print(f"bench record {shown_path(comp['path'])} (code {report.short_code(comp['code'])})")
 
 # %% [markdown]
 # On this corpus the compressors are strong: the docstrings are templated API text (parameter lists, `Returns`

@@ -123,7 +123,7 @@ print(f"{explanation.graph_count} graphs, {explanation.graph_break_count} graph 
 # The bench writes a record under the run root.
 
 # %%
-from frontier.records import repo_named
+from frontier.records import shown_path
 from frontier.study import experiments as ex
 from frontier.study.bench import format_bench
 from frontier.study.compare import judge_speed
@@ -135,7 +135,7 @@ speed = judge_speed(bench, "baseline", "compile")
 print(format_bench(bench))
 print(f"compiled / eager: {speed.ratio:.2f}x tokens/s (median of the rounds); round by round "
       + ", ".join(f"{r:.2f}x" for r in speed.round_ratios))
-print(f"the bench says: {speed.bench}; record {repo_named(bench['path'])}")
+print(f"the bench says: {speed.bench}; record {shown_path(bench['path'])}")
 
 # %%
 from frontier.figures import new_figure

@@ -46,13 +46,13 @@ box = ch.box()
 
 # %%
 from frontier import recipes
-from frontier.records import epochs_read, repo_named
+from frontier.records import epochs_read, shown_path
 from frontier.study import card
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
 
 rec = ch.run("final", 0)
-print(f"final = `{recipes.FINAL}`, seed 0: {repo_named(rec['run_dir'])}")
+print(f"final = `{recipes.FINAL}`, seed 0: {shown_path(rec['run_dir'])}")
 test = f", test_bpb {rec['test_bpb']:.4f}" if rec.get("test_bpb") is not None else " (this data has no test split)"
 print(f"val_bpb {rec['val_bpb']:.4f}{test}; {rec['steps']:,} steps, {epochs_read(rec):.2f} epoch of the training "
       f"split ({rec['tokens']:,} tokens read)")
@@ -120,7 +120,7 @@ stored = {r["rung"]: r for r in record["rows"] if "mean" in r}
 differ = [r["rung"] for r in rows if "mean" in r and (
     r["rung"] not in stored or r["values"] != stored[r["rung"]]["values"]
     or r.get("test_values") != stored[r["rung"]].get("test_values"))]
-print(f"ladder record {repo_named(record['path'])}: the table rebuilt from the runs "
+print(f"ladder record {shown_path(record['path'])}: the table rebuilt from the runs "
       + ("holds the same per-seed val and test bpb in every rung" if not differ else f"differs in {differ}"))
 
 twin = any(r["rung"] != "final" and r.get("recipe") == final for r in rows)  # final is another rung's recipe
@@ -302,11 +302,12 @@ print(f"document by document the final is better on {int((per_doc > 0).sum())} o
 # on the tables it has now. Runs reproduce another way too: `ngram-momentum`, trained under the schedule screen's
 # label and again under its own, gave the same steps and identical scores on each seed (docs/log.md); and the
 # final's 400-step runs without the n-gram mix, trained under a label of their own, scored exactly what
-# `ngram-momentum`'s runs without it scored (with the mix off, the tables' size changes nothing that is trained), so
-# the leave-one-out now takes those runs (`frontier.study.ablation.without`).
+# `ngram-momentum`'s runs without it scored (with the mix off, the tables' size changes nothing that is trained);
+# `frontier.study.ablation.without` now names that variant `ngram-momentum-no-ngram`, so a leave-one-out takes those
+# runs instead of training them again.
 
 # %%
-from frontier.records import repo_named
+from frontier.records import shown_path
 from frontier.study.bench_records import load_bench_record
 from frontier.study.report import markdown_table
 from IPython.display import Markdown, display
@@ -314,14 +315,14 @@ from IPython.display import Markdown, display
 folder = ch.root / "bench" / ch.profile.name
 found = [load_bench_record(p) for p in sorted(folder.glob("retrain-*.json"))]
 if not found:
-    print(f"no retrain records in {repo_named(folder)}: none exist yet")
+    print(f"no retrain records in {shown_path(folder)}: none exist yet")
 else:
     rows = []
     for r in found:
         a, b = r["record_side"], r["here"]
         for side, s in (("record", a), ("trained again", b)):
             hw = s.get("hardware") or {}
-            rows.append({"run": repo_named(r["run"]), "side": side, "steps": s["steps"], "val": f"{s['val_bpb']:.4f}",
+            rows.append({"run": shown_path(r["run"]), "side": side, "steps": s["steps"], "val": f"{s['val_bpb']:.4f}",
                          "test": "-" if s.get("test_bpb") is None else f"{s['test_bpb']:.4f}",
                          "machine": f"{hw.get('cpu')}, {hw.get('torch_threads')} thread(s)"})
         rows.append({"run": "", "side": "difference", "steps": "same" if r["same_steps"] else "DIFFER",
@@ -329,7 +330,7 @@ else:
                         for k in ("val", "test")}})
     display(Markdown(markdown_table(rows, {"run": "run", "side": "", "steps": "steps", "val": "val_bpb",
                                            "test": "test_bpb", "machine": "machine"})))
-    print("records: " + ", ".join(repo_named(r["path"]) for r in found))
+    print("records: " + ", ".join(shown_path(r["path"]) for r in found))
 
 # %% [markdown]
 # ## The batch size at the budget
@@ -464,7 +465,7 @@ display(Markdown(markdown_table(rows, {"change": "change", "gain": f"gain at {st
 
 # %%
 from frontier.figures import new_figure
-from frontier.records import repo_named
+from frontier.records import shown_path
 from frontier.study.bench_records import load_bench_record
 from frontier.study.compressors import run_compressor_bench
 from frontier.study.report import markdown_table, mean_std
@@ -476,7 +477,7 @@ found = [r for r in (load_bench_record(p) for p in sorted(folder.glob("compresso
          if r["arguments"].get("manifest_hash") == ch.data.manifest_hash]
 comp = found[-1] if found else run_compressor_bench(ch.data, ch.profile.name, folder, log=ch.log)
 split = "test" if ch.data.has_test else "val"
-print(f"compressors record {repo_named(comp['path'])}; scored on the {split} split")
+print(f"compressors record {shown_path(comp['path'])}; scored on the {split} split")
 models = {name: ch.seeds(name, n) for name in ("final", "baseline")}
 rows = [{"by": f"`{name}` ({len(recs)} seeds, {recs[0]['steps']} steps)",
          "given": mean_std(r[f"{split}_bpb"] for r in recs)[0], "alone": None} for name, recs in models.items()]
@@ -627,7 +628,7 @@ recs = [r for name in dict.fromkeys(ladder.recipe_name(x.recipe) for x in ladder
 
 def checked(run_dir):
     """A leave-one-out run's record with the current code's check of it (the section above replayed it)."""
-    d = Path(run_dir) if Path(run_dir).is_absolute() else ch.root.parent / run_dir  # stored from `runs/` on
+    d = Path(run_dir) if Path(run_dir).is_absolute() else REPO / run_dir  # stored as `records.repo_named`
     rec = load_record(d)
     return {**rec, "replay": stored_check(d, rec)}
 

@@ -103,9 +103,11 @@ def test_an_excluded_run_is_kept_but_never_reused(tmp_path, smoke_data):
 def test_finished_reads_what_run_would_reuse_without_training_or_replaying(tmp_path, smoke_data):
     logs = []
     a = _run(tmp_path, smoke_data, logs, steps=3)
+    _pretend_other_code(a["run_dir"])  # `run` would replay it before reusing it; `finished` does not
     kw = dict(profile="smoke", root=tmp_path, data=smoke_data, device="cpu")
     found = ex.finished("baseline", seeds=[0, 1], steps=3, **kw)
     assert list(found) == [0] and found[0]["run_dir"] == a["run_dir"] and "replay" not in found[0]
+    assert not list(Path(a["run_dir"]).glob("replay*"))
     assert ex.finished("baseline", seeds=[0], steps=4, **kw) == {}  # another step limit: another run
     assert ex.finished("baseline", seeds=[0], steps=3, sizes={"n_layer": 1}, **kw) == {}  # another config
     bench_records.exclude(a["run_dir"], "a test")

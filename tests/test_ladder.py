@@ -182,10 +182,13 @@ def test_readme_table_marks_what_was_not_measured():
 @pytest.mark.parametrize("path, named", [("../runs/cpu/ngram/s0", "runs/cpu/ngram/s0"),
                                          ("/home/x/frontier/runs/cpu/ladder/e.json", "runs/cpu/ladder/e.json"),
                                          ("/tmp/myruns/cpu/ngram/s0", "/tmp/myruns/cpu/ngram/s0")])
-def test_a_path_is_named_as_the_repository_names_it(path, named):
-    from frontier.records import repo_named
+def test_a_path_is_shown_as_the_repository_names_it(path, named):
+    from frontier.records import REPO, repo_named, shown_path
 
-    assert repo_named(path) == named
+    assert shown_path(path) == named
+    inside = REPO / "build" / "book" / "cpu" / "runs" / "cpu" / "ngram" / "s0"  # `frontier book`'s default run root
+    assert shown_path(inside) == repo_named(inside) == "build/book/cpu/runs/cpu/ngram/s0"
+    assert repo_named("/tmp/myruns/runs/cpu/ngram/s0") == "/tmp/myruns/runs/cpu/ngram/s0"  # stored: leads back
 
 
 def test_the_writeups_endpoints_are_never_on_our_axis():
@@ -559,3 +562,5 @@ def test_each_part_of_a_recipe_pairs_the_rung_that_switches_it_on_with_the_rung_
     assert ladder.part_pair("final", "n-gram mix") == ("bigram", "ngram")
     with pytest.raises(UserError, match=r"'gate' has a part \(attention gate\) that no rung"):
         ladder.part_pair("gate", "attention gate")
+    with pytest.raises(UserError, match="names no part"):
+        ladder.part_pair("final", ablation.part_of({"name": "ngram-wide"}))  # the base row

@@ -2,9 +2,10 @@
 
 `parts(recipe)` lists what can be removed from a recipe (the bigram table, the n-gram mix, the n-gram tables'
 extra buckets, the weight average, the attention gate, or everything at once: the baseline); `variants(recipe, removes, steps)` builds the sweep's
-rows. A removed part is a recipe derived on the fly (`ema-no-bigram`), or an existing recipe with the same
-features and settings where there is one (the EMA recipe without its average is `ngram`, whose runs may exist
-already). At equal steps the average needs no runs of its own: the EMA recipe's live weights are its parent's
+rows. A removed part is an existing recipe with the same features and settings where there is one (the EMA recipe
+without its average is `ngram`, whose runs may exist already), else a recipe derived on the fly (`ema-no-bigram`),
+from the farthest recipe up the line of parents whose variant trains the same (`ngram-wide` without its n-gram mix
+is `ngram-momentum-no-ngram`: with the mix off, the wider tables change nothing), so its runs serve them all. At equal steps the average needs no runs of its own: the EMA recipe's live weights are its parent's
 trajectory at the same step, scored in the same run (`val_bpb_live`).
 
 `run_ablation` trains or reuses the runs through `frontier.study.sweep.run_sweep`, so the record is a sweep record
@@ -71,9 +72,9 @@ def _trains_same(a: Recipe, b: Recipe) -> bool:
 
 def without(recipe: str | Recipe, part: str) -> Recipe:
     """`recipe` without one part (`parts`): an existing recipe with the same settings where there is one; else the
-    part removed from the farthest recipe it is built on that, without the part, trains the same (`ngram-wide`
+    part removed from the farthest recipe up its unbroken line of parents whose variant trains the same (`ngram-wide`
     without its n-gram mix is `ngram-momentum-no-ngram`: the wider tables mean nothing without the mix), so that
-    its runs serve every recipe built on it; else the part removed from `recipe` itself."""
+    those runs serve each recipe on that line; else the part removed from `recipe` itself."""
     r = get_recipe(recipe) if isinstance(recipe, str) else recipe
     if part == ALL:
         return BASELINE

@@ -112,10 +112,10 @@ class Chapter:
         out += [f"bench record {b.get('path')}: code {report.short_code(b.get('code'))}, {b.get('created')}"
                 for b in benches]
         out += list(dict.fromkeys(self.log_lines))  # each line once: a run reused by several sections is said once
-        text = "\n".join(out).replace(f"{REPO}/", "")
+        text = "\n".join(out)
         if self.root.name == "runs":  # a run root elsewhere (`frontier book --out DIR`): its runs as `runs/...` too
-            text = text.replace(f"{self.root.parent}/", "")
-        print(text)
+            text = text.replace(f"{self.root}/", "runs/")
+        print(text.replace(f"{REPO}/", ""))
 
 
 def setup(profile: str = "cpu", run_root: str | Path | None = None, figures_dir: str | Path | None = None,

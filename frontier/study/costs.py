@@ -15,6 +15,7 @@ from pathlib import Path
 from ..data.dataset import profile_dataset
 from ..devices import select_device
 from ..recipes import RECIPES, resolve
+from ..records import repo_named
 from .bench_records import bench_record, new_record_path
 from ..train.cost import TABLE, StepCost, cost_key, load_table, measure_cost, write_table
 
@@ -63,7 +64,7 @@ def run_cost_bench(recipes: list[str] | None, profile: str, repeats: int = 2, de
                           {"profile": profile, "costs": rows}, path, cpu=dev.backend == "cpu")
     if write:
         write_table([StepCost(row["key"], cfgs[row["recipe"]].recipe, profile, row["step_s"], row["fixed_s"],
-                              str(path), row["count_s_per_token"]) for row in rows], table)
+                              repo_named(path), row["count_s_per_token"]) for row in rows], table)
     return result
 
 

@@ -201,14 +201,18 @@ def _placed(recipe, prof: Profile, label: str | None, data, log, **settings) -> 
 
 
 def finished(recipe: "str | Recipe", profile: str | Profile = "cpu", seeds=None, root: str | Path = "runs",
-             steps: int | None = None, label: str | None = None, data: str | Path | Dataset | None = None,
-             device: str = "auto", log=lambda line: None, **settings) -> dict[int, dict]:
-    """Each seed's finished record that `run` (same arguments; `settings`: its `sizes`, `ema`, `ngram`, `optim`,
-    `budget_s`, `clock`) would consider for reuse, the newest first: config hash, data, step limit, device and, for a
-    budget whose steps depend on the machine, the hardware. Nothing is replayed or trained: what a driver's judge
-    reads of what its jobs trained (`seeds`: default 0 .. the profile's seeds - 1). Excluded runs are left out."""
+             budget_s: float | None = None, steps: int | None = None, label: str | None = None,
+             sizes: dict | None = None, ema: EMAConfig | None = None, ngram: dict | None = None,
+             optim: dict | None = None, data: str | Path | Dataset | None = None, device: str = "auto",
+             clock: str | None = None, log=lambda line: None) -> dict[int, dict]:
+    """Each seed's newest finished record that `run` (the same arguments) would consider for reuse: config hash,
+    data, step limit, device and, for a budget whose steps depend on the machine, the hardware; excluded runs are
+    left out. Nothing is trained or replayed, so whether the current code reproduces a record is not checked (`run`
+    replays before it reuses): what a driver's judge reads of what its jobs trained (`seeds`: default 0 .. the
+    profile's seeds - 1). With `data` None the profile's corpus is prepared if it is not yet."""
     prof = get_profile(profile)
-    cfg, dataset, label = _placed(recipe, prof, label, data, log, **settings)
+    cfg, dataset, label = _placed(recipe, prof, label, data, log, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes,
+                                  optim=optim, clock=clock)
     dev = select_device(device)
     out = {}
     for seed in range(prof.seeds) if seeds is None else seeds:

@@ -60,7 +60,7 @@ import math
 from statistics import mean
 
 from .. import records
-from ..records import repo_named
+from ..records import shown_path
 from ..errors import UserError
 from .compare import RULE, Group, judge, keep, p_text, paired_test
 from .report import bpb_group, short_code
@@ -188,7 +188,7 @@ class EqualSteps:
         return {"gain": sign * row["gain"], "p": row.get("p"), "diff_std": row.get("diff_std"),
                 "seeds": len(sw["seeds"]), "steps": sw["steps"], "steps_seen": seen, "with": with_,
                 "without": without, "variant": row["name"], "removes": self.removes, "sweep": sw.get("name"),
-                "path": repo_named(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
+                "path": shown_path(sw["path"]) if sw.get("path") else None, "code": short_code(sw.get("code"))}
 
 
 @dataclass(frozen=True)
@@ -215,7 +215,7 @@ class WithinRuns:
         return {"gain": -d.delta, "p": d.p, "diff_std": d.diff_std, "seeds": len(recs), "steps": None,
                 "steps_seen": seen, "with": mixed.name, "without": f"{self.parent} (its live weights)",
                 "variant": mixed.name, "removes": False, "sweep": "within the same runs",
-                "path": None, "runs": [repo_named(r.get("run_dir", "")) for r in recs], "code": None}
+                "path": None, "runs": [shown_path(r.get("run_dir", "")) for r in recs], "code": None}
 
 
 def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
@@ -231,7 +231,7 @@ def same_steps(recs: list[dict], other_recs: list[dict], d) -> dict | None:
             "steps_seen": sorted(set(mine.values())), "with": recs[0].get("recipe"), "without": other_recs[0].get("recipe"),
             "variant": recs[0].get("recipe"), "removes": False, "sweep": "the budget runs",
             "where": "the budget runs: the same steps each seed", "path": None,
-            "runs": [repo_named(r.get("run_dir", "")) for r in recs], "code": None}
+            "runs": [shown_path(r.get("run_dir", "")) for r in recs], "code": None}
 
 
 def _mean_tokens_per_s(recs: list[dict]) -> float | None:
@@ -372,7 +372,7 @@ def ladder_rows(results: dict[str, list[dict]], equal_steps: dict[str, EqualStep
         row.update(n=g.n, mean=g.mean, std=g.std, values=list(g.values), seeds=list(g.seeds),
                    steps=sum(r["steps"] for r in recs) / len(recs), steps_each=[r["steps"] for r in recs],
                    tokens_per_s=_mean_tokens_per_s(recs), clock=_clock(recs),
-                   runs=[repo_named(r.get("run_dir", "")) for r in recs],
+                   runs=[shown_path(r.get("run_dir", "")) for r in recs],
                    code=sorted({short_code(r.get("code")) for r in recs}), **_regime(recs))
         tested = _has_test(recs)
         if tested:
@@ -566,7 +566,7 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
     recipe's line (the recipe and those it is built on), by their recipes; and "everything" -> (the line's first
     rung, the recipe) where the recipe is not that rung. The ladder's pairs at equal budget for the parts the
     leave-one-out judges at equal steps. A part that no rung switches on (the attention gate: `gate` is no rung) has
-    no pair, and a caller says so."""
+    no pair, and `part_pair` says so."""
     from .ablation import PARTS, parts
 
     what = {name: w for name, w in PARTS.values()}  # "bigram" -> "bigram table"
@@ -582,6 +582,9 @@ def part_pairs(recipe: str) -> dict[str, tuple[str, str]]:
 def part_pair(recipe: str, part: str) -> tuple[str, str]:
     """`part_pairs(recipe)[part]`: (the rung below, the rung that switches `part` on). UserError (one line) for a
     part that no rung of the ladder switches on."""
+    if part is None:
+        raise UserError("a sweep row names no part of the recipe (ablation.part_of found none in it)",
+                        "pass a row of a leave-one-out sweep (`frontier ablate`) other than its base row")
     pairs = part_pairs(recipe)
     if part not in pairs:
         raise UserError(f"recipe {recipe_name(recipe)!r} has a part ({part}) that no rung of the ladder switches on",
@@ -764,7 +767,7 @@ def readme_table(record: dict) -> str:
     theirs = {"baseline": f"{w['baseline']}", "final": f"{w['final']}", "n-gram mix": f"gain ~{w['ngram_gain']}"}
     tested = any(r.get("test_mean") is not None for r in record["rows"])  # records with a test split: two columns
     extra = " test_bpb here (mean ± std; gain over the rung below, paired) | epochs read; val - train loss |"
-    lines = [README_BEGIN.format(path=repo_named(record["path"])),
+    lines = [README_BEGIN.format(path=shown_path(record["path"])),
              "| rung | recipe | val_bpb here (mean ± std, seeds, steps) |" + (extra if tested else "")
              + " tokens/s | gain at equal steps (paired by seed) | gain at equal budget over the rung it is "
              "built on (paired by seed) | verdict (`frontier.study.compare.RULE`) | the write-up's (Trn2) |",
