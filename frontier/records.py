@@ -100,19 +100,40 @@ def hardware(device: torch.device | None = None) -> dict:
     return info
 
 
-def source_sha256() -> str:
-    """A hash of the package's own source files: identifies the code even where there is no git."""
-    h = hashlib.sha256()
+# What a run's numbers cannot depend on: the study tools (nothing in data, model, optim, train or kernels imports
+# them) and the figures, except the replay rule that judges a record; `training_sha256` leaves them out.
+NOT_TRAINING = ("study/", "figures.py")
+TRAINING_ALSO = ("study/replay.py",)
+
+
+def _hashes() -> tuple[str, str]:
+    """(source_sha256, training_sha256) of the package's own source files."""
+    every, training = hashlib.sha256(), hashlib.sha256()
     pkg = Path(__file__).resolve().parent
     for path in sorted(pkg.rglob("*.py")):
-        h.update(path.relative_to(pkg).as_posix().encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+        rel, text = path.relative_to(pkg).as_posix(), path.read_bytes()
+        hashes = [every] if rel.startswith(NOT_TRAINING) and rel not in TRAINING_ALSO else [every, training]
+        for h in hashes:
+            h.update(rel.encode())
+            h.update(text)
+    return every.hexdigest()[:16], training.hexdigest()[:16]
+
+
+def source_sha256() -> str:
+    """A hash of the package's own source files: identifies the code even where there is no git."""
+    return _hashes()[0]
+
+
+def training_sha256() -> str:
+    """A hash of the source a run's numbers depend on: the package without its study tools and figures
+    (`NOT_TRAINING`), with the replay rule. Two versions of the code with the same one train the same runs and judge
+    a record the same way, so a replay by one stands for the other (`frontier.study.replay`)."""
+    return _hashes()[1]
 
 
 def code_version() -> dict:
-    """The git SHA of the checkout this package runs from, whether tracked files differ from it, and a hash of
-    the package's source."""
+    """The git SHA of the checkout this package runs from, whether tracked files differ from it, a hash of the
+    package's source and one of the source its training depends on (`training_sha256`)."""
 
     def git(*args) -> str | None:
         try:
@@ -121,13 +142,15 @@ def code_version() -> dict:
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
+    source, training = _hashes()
     sha = git("rev-parse", "HEAD")
     if sha is None:
         from . import __version__
 
-        return {"git_sha": None, "dirty": None, "package_version": __version__, "source_sha256": source_sha256()}
+        return {"git_sha": None, "dirty": None, "package_version": __version__, "source_sha256": source,
+                "training_sha256": training}
     dirty = git("status", "--porcelain", "--untracked-files=no", "--", "frontier", "pyproject.toml")
-    return {"git_sha": sha, "dirty": bool(dirty), "source_sha256": source_sha256()}
+    return {"git_sha": sha, "dirty": bool(dirty), "source_sha256": source, "training_sha256": training}
 
 
 def write_record(run_dir: str | Path, record: dict) -> Path:

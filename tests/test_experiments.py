@@ -22,6 +22,7 @@ def _pretend_other_code(run_dir: str) -> None:
     path = Path(run_dir) / records.RECORD
     rec = json.loads(path.read_text())
     rec["code"]["source_sha256"] = "0" * 16
+    rec["code"]["training_sha256"] = "0" * 16
     path.write_text(json.dumps(rec))
 
 
@@ -42,8 +43,35 @@ def test_a_record_of_other_code_is_reused_only_after_a_replay_reproduces_it(tmp_
     # the smoke profile logs every step; a 12-step run's updates run at full rate up to step 7
     assert b["replay"]["steps"] == [1, 2, 3, 4, 5, 6, 7]
     assert b["replay"]["losses"]["record"] == b["replay"]["losses"]["replay"]
-    check = Path(a["run_dir"]) / f"replay-{records.code_version()['source_sha256']}.json"
+    check = Path(a["run_dir"]) / f"replay-{records.code_version()['training_sha256']}.json"
     assert json.loads(check.read_text())["reproduced"] is True
+
+
+def test_a_record_of_code_that_differs_only_in_the_study_tools_needs_no_replay(tmp_path, smoke_data):
+    logs = []
+    a = _run(tmp_path, smoke_data, logs, steps=3)
+    path = Path(a["run_dir"]) / records.RECORD
+    rec = json.loads(path.read_text())
+    rec["code"]["source_sha256"] = "0" * 16  # another source, the same training source
+    path.write_text(json.dumps(rec))
+    b = _run(tmp_path, smoke_data, logs, steps=3)
+    assert b["run_dir"] == a["run_dir"] and b["replay"]["reproduced"] and "same training hash" in b["replay"]["why"]
+    assert not list(Path(a["run_dir"]).glob("replay-*.json"))  # nothing was replayed
+
+
+def test_the_training_hash_leaves_out_the_study_tools_but_not_the_replay_rule(tmp_path, monkeypatch):
+    pkg = tmp_path / "frontier"
+    for rel in ("train/trainer.py", "study/ladder.py", "study/replay.py", "figures.py"):
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text("x = 1\n")
+    monkeypatch.setattr(records, "__file__", str(pkg / "records.py"))
+    before = records._hashes()
+    for rel, same_training in (("study/ladder.py", True), ("figures.py", True), ("study/replay.py", False),
+                               ("train/trainer.py", False)):
+        (pkg / rel).write_text(f"x = 2  # {rel}\n")
+        after = records._hashes()
+        assert after[0] != before[0] and (after[1] == before[1]) is same_training, rel
+        before = after
 
 
 def test_a_record_the_current_code_does_not_reproduce_is_kept_and_a_new_run_goes_beside_it(tmp_path, smoke_data):

@@ -295,8 +295,9 @@ def seeds(recipe: str, profile: str | Profile, n: int | None = None, **kw) -> li
 def code_banner() -> str:
     """Which code runs a chapter, and the rule for the records it quotes."""
     c = records.code_version()
-    return (f"code {report.short_code(c)} (source {c['source_sha256']}); a run record written by other code is "
-            f"quoted only if this code reproduces it (frontier.study.replay)")
+    return (f"code {report.short_code(c)} (source {c['source_sha256']}, training source {c['training_sha256']}); a "
+            f"run record written by other code is quoted only if this code reproduces it, or code of the same training "
+            f"source did (frontier.study.replay)")
 
 
 def bench(recipes: list[str], profile: str | Profile, root: str | Path = "runs", **kw) -> dict:

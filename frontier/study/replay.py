@@ -24,9 +24,11 @@ The rule, which a reader can check by running `frontier replay RUN_DIR`:
    retrain of one of its runs by code that is here stands in for the source: the same scores, within
    `RETRAIN_SCORE_TOL`, from today's scorer (`_scorer_by_retrain`).
 
-A record written by this very code (the same `source_sha256`) needs no replay. Each check is written beside the record as `replay-<source hash>.json` (the current code's version, the
-hardware, both loss lists and the verdict), never over it; a later check by the same code reads that file
-instead of training again. Hardware matters: a record from another machine is rarely reproduced bit for bit, so
+A record written by this very code (the same `source_sha256`), or by code whose training source is the same (the
+same `training_sha256`: only the study tools or figures differ, which no run's numbers depend on), needs no replay.
+Each check is written beside the record as `replay-<training hash>.json` (the current code's version, the hardware,
+both loss lists and the verdict), never over it; a later check by code with the same training source reads that
+file instead of training again, so editing the study tools does not send every quoted run to be replayed. Hardware matters: a record from another machine is rarely reproduced bit for bit, so
 the tolerance above applies there; one not reproduced within it is trained again rather than quoted.
 """
 
@@ -52,8 +54,9 @@ SCORER_FILE_EARLIER = ("frontier/bpb.py",)  # where it lived at older commits (b
 SCORER_FUNCTIONS = ("bits_per_byte", "scored_bytes", "evaluate_bpb")
 
 
-def replay_path(run_dir: str | Path, source_sha: str) -> Path:
-    return Path(run_dir) / f"replay-{source_sha}.json"
+def replay_path(run_dir: str | Path, training_sha: str) -> Path:
+    """Where the check of a record by code of this training hash (`records.training_sha256`) lies."""
+    return Path(run_dir) / f"replay-{training_sha}.json"
 
 
 def replay_losses(cfg: RunConfig, dataset: Dataset, device: DeviceInfo, seed: int, steps: int,
@@ -165,10 +168,13 @@ def loss_tolerance(cfg: RunConfig, world_size: int = 1, same_cpu: bool = True) -
 def stored_check(run_dir: str | Path, rec: dict) -> dict | None:
     """The current code's check of a record, where one exists (`verify` wrote it, or the record is this code's own);
     None where the current code has not checked it. Reads only: never replays."""
-    code = records.code_version()
-    if (rec.get("code") or {}).get("source_sha256") == code["source_sha256"]:
+    code, theirs = records.code_version(), rec.get("code") or {}
+    if theirs.get("source_sha256") == code["source_sha256"]:
         return {"reproduced": True, "why": "trained by this code (same source hash)", "code": code}
-    path = replay_path(run_dir, code["source_sha256"])
+    if theirs.get("training_sha256") == code["training_sha256"]:
+        return {"reproduced": True, "why": "trained by code with this training source (same training hash; only the "
+                                           "study tools or figures differ)", "code": code}
+    path = replay_path(run_dir, code["training_sha256"])
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -178,7 +184,7 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
     if known is not None:
         return known
     code = records.code_version()
-    path = replay_path(run_dir, code["source_sha256"])
+    path = replay_path(run_dir, code["training_sha256"])
     cfg = RunConfig.from_dict(rec["config"])
     curve = rec.get("curve", {})
     # A logged loss at step s is comparable when the update of step s ran at full learning rate: the schedule
