@@ -30,6 +30,15 @@ def test_the_documented_example_runs(tmp_path, path, heading):
     assert (tmp_path / "run" / "checkpoint.pt").is_file()
 
 
+def test_the_documented_way_to_test_an_idea_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # its runs go to build/idea under the current folder
+    scope = {}
+    exec(compile(api_example(DOCS, "## Testing an idea"), str(DOCS), "exec"), scope)
+    assert len(scope["runs"]) == 2 and all(r["steps"] == 3 for r in scope["base"] + scope["runs"])
+    assert (tmp_path / "build" / "idea" / "smoke" / "ngram-wide-slots8-3steps" / "s1").is_dir()
+    assert "screen only (2 seeds" in capsys.readouterr().out
+
+
 def test_every_public_name_resolves():
     for name in frontier.__all__:
         assert getattr(frontier, name) is not None, name
