@@ -279,7 +279,7 @@ print(format_head_bench(head))
 from frontier.figures import new_figure
 
 cases = head["cases"]
-labels = [f"{c['profile']}: {c['positions']:,} x {c['vocab']:,}\nbias {'on' if c['bias'] else 'off'}" for c in cases]
+labels = [f"{c['profile']} shapes\n{c['positions']:,} x {c['vocab']:,}\nbias {'on' if c['bias'] else 'off'}" for c in cases]
 fig, axes = new_figure(10.0, 3.8, ncols=2)
 xs = range(len(cases))
 for off, variant, style, colour, name in ((-0.1, "plain", "o", "C0", "plain PyTorch (whole logits)"),
@@ -311,7 +311,9 @@ for c in head["cases"]:
           f"{c['time_ratio']:.2f}x plain's time")
 
 # %% [markdown]
-# Where the logits fit one chunk the two ways do the same work and hold about the same memory. Where they do not,
+# Where the logits fit one chunk the two ways do the same work; their extra memory and time there are of one order,
+# and which is ahead moves from one execution to the next (the bench's earlier records beside this one,
+# `runs/cpu/bench/bench-head-*.json`, show either ahead on both). Where they do not,
 # plain PyTorch holds several copies of the 2 GiB logits at its peak and the fused op a few 64 MiB chunks: an order
 # of magnitude less memory, on any device. The time on this CPU is the price of recomputing each chunk in the
 # backward against the cost of writing and reading the whole logits; on a NeuronCore those bytes are what the step
