@@ -87,6 +87,7 @@ print("trained parameters: " + ", ".join(f"{k} {v:,}" for k, v in params.items()
 # %%
 from frontier.figures import new_figure
 from frontier.recipes import get_recipe
+from frontier.records import shown_path
 from frontier.study import ablation, ladder
 from frontier.study.report import markdown_table
 from frontier.study.sweep import newest_sweep
