@@ -216,14 +216,23 @@ def finished(recipe: "str | Recipe", profile: str | Profile = "cpu", seeds=None,
     dev = select_device(device)
     out = {}
     for seed in range(prof.seeds) if seeds is None else seeds:
-        for run_dir in seed_dirs(root, cfg, seed, label):
-            if bench_records.excluded(run_dir) or not (run_dir / records.RECORD).is_file():
-                continue
-            rec = records.load_record(run_dir)
-            if mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device)) is None:
-                out[seed] = rec
-                break
+        rec = next((rec for _, rec, why in _considered(root, cfg, seed, label, dataset, steps, dev) if why is None),
+                   None)
+        if rec is not None:
+            out[seed] = rec
     return out
+
+
+def _considered(root, cfg: RunConfig, seed: int, label: str | None, dataset: Dataset, steps: int | None, dev):
+    """Each run folder of this seed and label, newest first, with its record and why `run` would not reuse it
+    (`mismatch`, or its exclusion; None: it would, if the current code reproduces it)."""
+    hardware = records.hardware(dev.device)
+    for run_dir in seed_dirs(root, cfg, seed, label):
+        if bench_records.excluded(run_dir):  # said first: an excluded run is often one that was stopped
+            yield run_dir, None, f"excluded: {bench_records.excluded(run_dir)}"
+            continue
+        rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
+        yield run_dir, rec, mismatch(rec, cfg, dataset, steps, dev.backend, hardware)
 
 
 def run(
@@ -256,12 +265,7 @@ def run(
     cfg, dataset, label = _placed(recipe, prof, label, data, log, budget_s=budget_s, ema=ema, ngram=ngram, sizes=sizes,
                                   optim=optim, clock=clock)
     dev = select_device(device)
-    for run_dir in seed_dirs(root, cfg, seed, label) if reuse else []:
-        if bench_records.excluded(run_dir):  # said first: an excluded run is often one that was stopped
-            log(f"{run_dir}: not reused: excluded: {bench_records.excluded(run_dir)}")
-            continue
-        rec = records.load_record(run_dir) if (run_dir / records.RECORD).is_file() else {"status": "empty"}
-        why = mismatch(rec, cfg, dataset, steps, dev.backend, records.hardware(dev.device))
+    for run_dir, rec, why in _considered(root, cfg, seed, label, dataset, steps, dev) if reuse else []:
         if why is None and need_checkpoint and not (run_dir / CHECKPOINT).is_file():
             why = f"no {CHECKPOINT} (checkpoints are not committed), and this caller loads the model"
         if why is None:
