@@ -424,6 +424,81 @@ def test_load_binds_nki_only_inside_the_module(tmp_path):
         mod.double(x)
 
 
+HELPERS_SOURCE = '''
+import nki.isa as nisa
+import nki.language as nl
+
+LOADS = []  # one list per load: the helpers module is run once however many modules import it
+
+
+def scaled(t, factor):
+    LOADS.append(factor)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=factor)
+    return t
+
+
+def ranged(n):
+    return nl.dynamic_range(n)  # removed in NKI 0.7
+'''
+
+TILED_SOURCE = '''
+import nki
+import nki.language as nl
+
+from .helpers import scaled
+from . import helpers
+
+
+@nki.jit
+def triple(x):
+    t = scaled(nl.load(x), 3.0)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, t)
+    return out
+
+
+@nki.jit
+def stale(x):
+    for i in helpers.ranged(2):
+        pass
+    return x
+'''
+
+
+def test_a_relative_import_loads_the_helpers_with_the_same_nki(tmp_path):
+    (tmp_path / "helpers.py").write_text(HELPERS_SOURCE)
+    (tmp_path / "tiled.py").write_text(TILED_SOURCE)
+    had_nki = "nki" in sys.modules
+    mod = load(tmp_path / "tiled.py")
+    assert ("nki" in sys.modules) == had_nki
+    assert mod.helpers.scaled is mod.scaled  # both import forms give the one module of this load
+    x = _x(8, 8)
+    out, c = run(mod.triple, x)
+    np.testing.assert_array_equal(out, 3 * x)
+    assert c.instructions["vector"] == 1 and mod.helpers.LOADS == [3.0]
+    assert load(tmp_path / "tiled.py").helpers is not mod.helpers  # another load, another module
+
+
+def test_the_language_check_follows_helpers_into_another_module(tmp_path):
+    (tmp_path / "helpers.py").write_text(HELPERS_SOURCE)
+    (tmp_path / "tiled.py").write_text(TILED_SOURCE)
+    mod = load(tmp_path / "tiled.py")
+    with pytest.raises(LanguageError, match=r"helpers\.py:\d+ \(ranged\): dynamic-range"):
+        run(mod.stale, _x(8, 8))
+
+
+def test_a_relative_import_of_no_kernel_source_names_the_file(tmp_path):
+    (tmp_path / "lonely.py").write_text("import nki\nfrom .missing import thing\n")
+    with pytest.raises(ModuleNotFoundError, match=r"relative import of 'missing' names no kernel source"):
+        load(tmp_path / "lonely.py")
+
+
+def test_the_package_kernels_share_one_tiles_module_per_load():
+    ce = load("frontier.kernels.nki.head_ce")
+    assert ce.chunks.__module__ == "frontier.kernels.nki.tiles" and ce.chunks(300, 128) == [(0, 128), (128, 128),
+                                                                                            (256, 44)]
+
+
 def test_find_real_nki_rejects_the_pypi_stub(monkeypatch):
     monkeypatch.setitem(sys.modules, "nki", types.ModuleType("nki"))
     nki, why = find_real_nki()

@@ -203,3 +203,12 @@ def test_python_meta_programming_is_not_refused():
 def test_every_kernel_of_the_package_is_in_the_language(module):
     for name, found in check_module(load(module)).items():
         assert found == [], f"{module}.{name}:\n" + "\n".join(map(str, found))
+
+
+def _calls_a_library(x):
+    return np.linspace(0.0, 1.0, 3)
+
+
+def test_a_library_module_s_functions_are_not_checked_as_kernel_code():
+    from frontier.kernels.interpreter.subset import _helpers
+    assert _helpers(_calls_a_library, {"np.linspace"}) == []  # only modules `load` ran as kernel source are followed

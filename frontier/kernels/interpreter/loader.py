@@ -5,6 +5,10 @@ executes its source in a fresh module whose builtins carry an `__import__` that 
 interpreter's stand-ins and passes every other import through. Nothing is put into `sys.modules`, so other code's
 detection of the real `nki` is not fooled; the kernel module itself is not registered either.
 
+A relative import (`from .tiles import chunks`, `from . import tiles`) names kernel code beside the module, which
+imports `nki` as the kernel does: it is loaded the same way, from the file the import names relative to the kernel's
+own file, with the same `nki`, once per `load` (a module imported twice within one load is one module).
+
 The stand-in `nki` has `jit` (and the `language` and `isa` submodules) but no `simulate`: it never passes for the
 real package. `load(target, nki=module)` binds another top-level `nki` instead (one that provides `jit`, as the tests'
 stand-in for torch-neuronx's does), while `nki.language` and `nki.isa` stay the interpreter's.
@@ -31,7 +35,7 @@ from .counts import Counts
 from .errors import KernelError, UnsupportedError
 from .lnc import Group
 from .machine import Machine
-from .subset import check_kernel
+from .subset import KERNEL_SOURCE, check_kernel
 from .tensor import MemoryRegion, Tensor
 
 
@@ -76,20 +80,38 @@ NKI.__version__ = "interpreter"
 _SUBMODULES = {"nki.language": language, "nki.isa": isa, "nki.typing": nki_typing}
 
 
-def _importer(top):
+def _importer(top, folder: Path, name: str, loaded: dict):
     """An `__import__` answering nki, nki.language, nki.isa and nki.typing with `top` and the interpreter's
-    submodules."""
+    submodules, and a relative import with the kernel source it names in `folder` (the importing file's), loaded with
+    `top` too and kept in `loaded` (path -> module) for the rest of the load."""
     package = types.SimpleNamespace(language=language, isa=isa, typing=nki_typing)  # `import nki.isa as nisa` walks it
 
-    def _import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and (name == "nki" or name.startswith("nki.")):
-            if name == "nki":
+    def _import(name_, globals=None, locals=None, fromlist=(), level=0):
+        if level > 0:
+            return _relative(name_, fromlist, level)
+        if name_ == "nki" or name_.startswith("nki."):
+            if name_ == "nki":
                 return top
-            if name not in _SUBMODULES:
-                raise UnsupportedError(f"{name} is not in the interpreted subset "
+            if name_ not in _SUBMODULES:
+                raise UnsupportedError(f"{name_} is not in the interpreted subset "
                                        "(nki, nki.language, nki.isa, nki.typing)")
-            return _SUBMODULES[name] if fromlist else package
-        return builtins.__import__(name, globals, locals, fromlist, level)
+            return _SUBMODULES[name_] if fromlist else package
+        return builtins.__import__(name_, globals, locals, fromlist, level)
+
+    def _relative(name_, fromlist, level):
+        base, pkg = folder, name.rpartition(".")[0]
+        for _ in range(level - 1):
+            base, pkg = base.parent, pkg.rpartition(".")[0]
+        if name_:  # from .tiles import chunks: the module itself
+            return _module(base, pkg, name_)
+        return types.SimpleNamespace(**{m: _module(base, pkg, m) for m in fromlist})  # from . import tiles
+
+    def _module(base: Path, pkg: str, dotted: str):
+        path = base.joinpath(*dotted.split(".")).with_suffix(".py")
+        if not path.is_file():
+            raise ModuleNotFoundError(f"{name}: its relative import of {dotted!r} names no kernel source ({path})")
+        key = path.resolve()
+        return loaded[key] if key in loaded else _load(path, f"{pkg}.{dotted}" if pkg else dotted, top, loaded)
 
     return _import
 
@@ -103,9 +125,15 @@ def load(target: str | Path, nki: types.ModuleType | None = None) -> types.Modul
         if spec is None or spec.origin is None:
             raise ModuleNotFoundError(f"no kernel module {name}")
         path = Path(spec.origin)
+    return _load(path, name, nki or NKI, {})
+
+
+def _load(path: Path, name: str, top: types.ModuleType, loaded: dict) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__file__ = str(path)
-    module.__builtins__ = {**vars(builtins), "__import__": _importer(nki or NKI)}
+    module.__builtins__ = {**vars(builtins), "__import__": _importer(top, path.parent, name, loaded)}
+    setattr(module, KERNEL_SOURCE, True)  # the language check follows `module.helper(...)` calls into it
+    loaded[path.resolve()] = module  # before it runs, so an import cycle finds it part-run, as Python's import does
     exec(compile(path.read_text(encoding="utf-8"), str(path), "exec", dont_inherit=True), module.__dict__)
     return module
 

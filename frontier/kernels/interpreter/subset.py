@@ -7,8 +7,8 @@ to NKI specialization"). So Python itself (`is` / `is not`, comprehensions, gene
 sets...) is not refused: the 0.3 migration guide's ban on `is` was a rule of the old specialization frontend, which
 0.7 replaced (AWS's own nki-library writes `is not None`). What stays refused is what the documents still state
 about the NKI API and a kernel's interface. `run` applies it before a kernel executes, to the kernel and to every
-helper it calls (resolved through the kernel's globals and closure, transitively; the interpreter's own `nl`/`nisa`
-are not kernel code):
+helper it calls (resolved through the kernel's globals and closure, transitively, and through a module of kernel
+source that `load` bound, as in `tiles.chunks(...)`; the interpreter's own `nl`/`nisa` are not kernel code):
 
     dynamic-range  `nl.dynamic_range`             removed in NKI 0.7 (migration guide 0.6 -> 0.7): nl.fori_loop
     keyword-only   `*` in a kernel's signature    migration guide 0.3: "does not support the * separator in kernel
@@ -196,6 +196,8 @@ class _Checker(ast.NodeVisitor):
         f = node.func
         if isinstance(f, ast.Name):
             self.calls.add(f.id)
+        elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name):
+            self.calls.add(f"{f.value.id}.{f.attr}")  # a helper of another kernel module: `tiles.chunks(...)`
         if (isinstance(f, ast.Attribute) and f.attr in _DICT_METHODS and isinstance(f.value, ast.Name)
                 and self.scopes and f.value.id in self.scopes[-1].dicts and node.args):
             self._key(node.args[0], node)
@@ -222,6 +224,9 @@ def _function_violations(code: types.CodeType) -> tuple[tuple[Violation, ...], f
     return tuple(checker.found), frozenset(checker.calls)
 
 
+KERNEL_SOURCE = "__kernel_source__"  # set by `loader.load` on each module it runs with the stand-in nki
+
+
 def _helpers(fn, names) -> list:
     """The Python functions `fn` calls by these names (its globals, then its closure), that are kernel code."""
     scope = dict(fn.__globals__)
@@ -230,7 +235,12 @@ def _helpers(fn, names) -> list:
                       if _cell_set(c)})
     out = []
     for name in sorted(names):
-        f = scope.get(name)
+        head, _, attr = name.partition(".")
+        f = scope.get(head)
+        if attr:  # module.function: followed into kernel source that `load` bound, never into other libraries
+            if not (isinstance(f, types.ModuleType) and getattr(f, KERNEL_SOURCE, False)):
+                continue
+            f = getattr(f, attr, None)
         f = getattr(f, "fn", f)  # a jitted kernel called from another
         if (isinstance(f, type) and f.__module__ != "builtins" and not issubclass(f, BaseException)
                 and not _interpreter(f)):  # a Python exception is meta-programming, not an NKI value

@@ -12,6 +12,8 @@ runs the same source with the interpreter's NumPy `nki`. This package itself imp
              head + softcap + cross-entropy, online log-sum-exp over vocabulary chunks; the backward recomputes each
              logit tile
     newton_schulz  newton_schulz(g, steps=5): Muon's orthogonalisation
+    tiles    no kernel: the helpers the matmul kernels share (PSUM banks, chunks, operand dtypes, transposes, each
+             core's token tiles, HBM sums), imported relatively (`from .tiles import ...`)
 
 What every kernel keeps to, and what checks it (frontier.kernels.interpreter, frontier.kernels.verify):
 - its source, and every helper it calls, keeps to NKI 0.7's documented rules (interpreter/subset.py: no

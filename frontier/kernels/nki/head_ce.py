@@ -76,33 +76,12 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-PSUM_BANKS = 8
-BANK_FP32 = 512
-BANK_BYTES = 2048
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, operand, sum_parts,
+                    transpose_in, zero_hbm)
+
 VCHUNK = 512  # forward vocabulary chunk: one PSUM bank of fp32
 CACHE_BYTES = 96 * 1024  # SBUF per partition for a token block's cached tiles (pos_block=0)
 MAX_BLOCK_TILES = 8  # at most this many token tiles per block: its body's emitted instructions stay small
-
-
-def _chunks(total, size):
-    """[(start, width)] covering range(total) in chunks of `size` (the last one ragged)."""
-    out = []
-    for s in range(0, total, size):
-        out.append((s, min(size, total - s)))
-    return out
-
-
-def _operand(matmul_dtype):
-    """(the operand dtype, its bytes) of matmul_dtype "bfloat16" or "float32"."""
-    assert matmul_dtype == "bfloat16" or matmul_dtype == "float32", f"matmul_dtype {matmul_dtype}"
-    if matmul_dtype == "bfloat16":
-        return nl.bfloat16, 2
-    return nl.float32, 4
-
-
-def _banks(cols):
-    """Columns of fp32 PSUM covering `cols` in whole banks."""
-    return BANK_FP32 * ((cols + BANK_FP32 - 1) // BANK_FP32)
 
 
 def _tile(t, reg, r0, rows, c0, cols):
@@ -116,23 +95,16 @@ def _column(vec, reg, r0, rows):
     return vec.ap([[1, rows], [1, 1]], offset=r0, scalar_offset=reg)
 
 
-def _transpose_in(dst, src, tp):
-    """dst[c, p] = src[p, c] (SBUF -> SBUF) through TensorE and a PSUM scratch `tp`; VectorE copies it out."""
-    p, c = src.shape[0], src.shape[1]
-    nisa.nc_transpose(dst=tp[0:c, 0:p], data=src, engine=nisa.engine.tensor)
-    nisa.tensor_copy(dst=dst, src=tp[0:c, 0:p], engine=nisa.engine.vector)
-
-
 def _load_w_chunk(w, v0, vw, dch, tp, subs_max, mdt, wn, wt):
     """W rows v0..v0+vw into the row tiles wn [128, subs, D] and transposed into wT [128 d, KT, vw]."""
     pmax = nl.tile_size.pmax
-    sch = _chunks(vw, pmax)
+    sch = chunks(vw, pmax)
     for s in range(len(sch)):
         s0, sw = sch[s]
         nisa.dma_copy(dst=wn[0:sw, s, :], src=w[v0 + s0:v0 + s0 + sw, :])
         for k in range(len(dch)):
             d0, dk = dch[k]
-            _transpose_in(wt[0:dk, k, s0:s0 + sw], wn[0:sw, s, d0:d0 + dk], tp)
+            transpose_in(wt[0:dk, k, s0:s0 + sw], wn[0:sw, s, d0:d0 + dk], tp)
     return sch
 
 
@@ -160,40 +132,6 @@ def _block_tiles(pos_block, n, per_tile):
     return max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
 
 
-def _core_rows(n, pmax, core, cores):
-    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
-    ntiles = (n + pmax - 1) // pmax
-    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
-    return t0 * pmax, min(t1 * pmax, n)
-
-
-def _sum_parts(out, parts, core, cores):
-    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
-    chunks (every core reads every part, each row chunk of out is written by one core)."""
-    pmax = nl.tile_size.pmax
-    rows, cols = out.shape
-    ch = _chunks(rows, pmax)
-    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
-        r0, rw = ch[i]
-        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
-        for c in range(1, cores):
-            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
-            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
-        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
-
-
-def _zero_hbm(t):
-    """t (a 2-D fp32 HBM tensor) = 0, by DMA from a zeroed SBUF tile (ends with the helper)."""
-    pmax = nl.tile_size.pmax
-    rows, cols = t.shape
-    z = nl.ndarray((pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=z, value=0.0)
-    for r0, rw in _chunks(rows, pmax):
-        nisa.dma_copy(dst=t[r0:r0 + rw, :], src=z[0:rw, :])
-
-
 @nki.jit
 def head_ce_fwd(hidden, w, targets, cap, pos_block=0, vchunk=VCHUNK, matmul_dtype="bfloat16"):
     """(loss [N], lse [N]) of cross-entropy on cap * tanh(hidden W^T / cap), online over vocabulary chunks."""
@@ -215,10 +153,10 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     assert w.shape == (v, d) and targets.shape == (n,)
     assert 1 <= vchunk and vchunk <= VCHUNK, f"vchunk {vchunk}: one PSUM bank holds at most {VCHUNK} fp32"
     pmax = nl.tile_size.pmax
-    mdt, size = _operand(matmul_dtype)
-    kt_n = len(_chunks(d, pmax))
+    mdt, size = operand(matmul_dtype)
+    kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
-    r_begin, r_end = _core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
+    r_begin, r_end = core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
     pb = _block_tiles(pos_block, r_end - r_begin, kt_n * pmax * size + 8 * 4)
     loss = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     lse = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -228,7 +166,7 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
 
     block_rows = pb * pmax
     nblocks = (r_end - r_begin) // block_rows
-    tiles = _chunks(block_rows, pmax)
+    tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
@@ -236,7 +174,7 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
     if r_end > r_begin + nblocks * block_rows:
         r0 = r_begin + nblocks * block_rows
-        _fwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
+        _fwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
     return loss, lse
 
 
@@ -248,7 +186,7 @@ def _fwd_block(io, has_bias, reg, r0, block, cap, vchunk, mdt, tp, l_ps):
     n, d = hidden.shape
     v = w.shape[0]
     pmax = nl.tile_size.pmax
-    dch, vch = _chunks(d, pmax), _chunks(v, vchunk)
+    dch, vch = chunks(d, pmax), chunks(v, vchunk)
     kt_n = len(dch)
     subs_max = (vchunk + pmax - 1) // pmax
     nb = len(block)
@@ -330,7 +268,7 @@ def _load_transposed(ht, t, src, rows, dch, mdt, tp):
     nisa.dma_copy(dst=hrow, src=src)
     for k in range(len(dch)):
         d0, dk = dch[k]
-        _transpose_in(ht[0:dk, t, k, 0:rows], hrow[:, d0:d0 + dk], tp)
+        transpose_in(ht[0:dk, t, k, 0:rows], hrow[:, d0:d0 + dk], tp)
 
 
 def _vocab_block(d, vchunk):
@@ -363,12 +301,12 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     assert w.shape == (v, d) and targets.shape == (n,) and lse.shape == (n,) and dloss.shape == (n,)
     assert 1 <= vchunk and vchunk <= VCHUNK, f"vchunk {vchunk}: one PSUM bank holds at most {VCHUNK} fp32"
     pmax = nl.tile_size.pmax
-    mdt, size = _operand(matmul_dtype)
+    mdt, size = operand(matmul_dtype)
     subs = _vocab_block(d, vchunk)
     vb = min(subs * pmax, vchunk)
-    kt_n = len(_chunks(d, pmax))
+    kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
-    r_begin, r_end = _core_rows(n, pmax, core, cores)
+    r_begin, r_end = core_rows(n, pmax, core, cores)
     pb = _block_tiles(pos_block, r_end - r_begin, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -377,17 +315,17 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     if cores > 1:
         parts = nl.ndarray((cores, v, d), dtype=nl.float32, buffer=nl.shared_hbm)
         pw = parts[core]
-    _zero_hbm(pw)
+    zero_hbm(pw)
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # the logit tile
-          nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dhidden
+          nl.ndarray((pmax, banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dhidden
     for s in range(subs):
-        ps.append(nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum))  # dW row tile s
+        ps.append(nl.ndarray((pmax, banks(d)), dtype=nl.float32, buffer=nl.psum))  # dW row tile s
     io = [hidden, w, targets, bias, lse, dloss, dh_out, pw, dz_out]
 
     block_rows = pb * pmax
     nblocks = (r_end - r_begin) // block_rows
-    tiles = _chunks(block_rows, pmax)
+    tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
@@ -395,10 +333,10 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
     if r_end > r_begin + nblocks * block_rows:
         r0 = r_begin + nblocks * block_rows
-        _bwd_block(io, has_bias, None, r0, _chunks(r_end - r0, pmax), cap, vb, mdt, ps)
+        _bwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vb, mdt, ps)
     if cores > 1:
         nisa.core_barrier(parts, (0, 1))
-        _sum_parts(dw_out, parts, core, cores)
+        sum_parts(dw_out, parts, core, cores)
     if has_bias:
         return dh_out, dw_out, dz_out
     return dh_out, dw_out
@@ -413,7 +351,7 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
     n, d = hidden.shape
     v = w.shape[0]
     pmax = nl.tile_size.pmax
-    dch, och, vch = _chunks(d, pmax), _chunks(d, BANK_FP32), _chunks(v, vb)
+    dch, och, vch = chunks(d, pmax), chunks(d, BANK_FP32), chunks(v, vb)
     kt_n = len(dch)
     subs = (vb + pmax - 1) // pmax
     nb = len(block)
@@ -429,7 +367,7 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
         nisa.dma_copy(dst=hs[0:rows, t, :], src=_tile(hidden, reg, r0 + t0, rows, 0, d))
         for k in range(kt_n):
             d0, dk = dch[k]
-            _transpose_in(ht[0:dk, t, k, 0:rows], hs[0:rows, t, d0:d0 + dk], tp)
+            transpose_in(ht[0:dk, t, k, 0:rows], hs[0:rows, t, d0:d0 + dk], tp)
         nisa.dma_copy(dst=tgt[0:rows, t:t + 1], src=_column(targets, reg, r0 + t0, rows))  # int32 -> fp32 by the DMA
         nisa.dma_copy(dst=nlse[0:rows, t:t + 1], src=_column(lse, reg, r0 + t0, rows))
         nisa.dma_copy(dst=dl[0:rows, t:t + 1], src=_column(dloss, reg, r0 + t0, rows))
@@ -492,16 +430,9 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
                                    moving=hs[0:rows, t, c0:c0 + cw], accumulate=t > 0)
         for s in range(len(sch)):
             s0, sw = sch[s]
-            _accumulate_into(dw_out[v0 + s0:v0 + s0 + sw, :], ps[3 + s][0:sw, 0:d])
+            accumulate_into(dw_out[v0 + s0:v0 + s0 + sw, :], ps[3 + s][0:sw, 0:d])
 
     for t in range(nb):
         t0, rows = block[t]
         nisa.dma_copy(dst=_tile(dh_out, reg, r0 + t0, rows, 0, d), src=dha[0:rows, t, :])
 
-
-def _accumulate_into(out, acc_ps):
-    """out (HBM, fp32) += acc_ps (PSUM): read back, add on VectorE, write."""
-    buf = nl.ndarray(acc_ps.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=buf, src=out)
-    nisa.tensor_tensor(dst=buf, data1=buf, data2=acc_ps, op=nl.add)
-    nisa.dma_copy(dst=out, src=buf)

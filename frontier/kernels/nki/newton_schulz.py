@@ -45,25 +45,13 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
+from .tiles import BANK_BYTES, chunks, operand
+
 NS_A, NS_B, NS_C = 3.4445, -4.7750, 2.0315
 NORM_EPS = 1e-7
 SQRT_FLOOR = 2.0**-116  # the smallest valid input of ScalarE's sqrt: only an all-zero G reaches it (then X = 0)
 CHUNK = 128  # contraction chunks of the long dim (partitions)
 OUT_CHUNK = 512  # matmul output chunks along the long dim (one PSUM bank of fp32)
-BANK_BYTES = 2048
-
-
-def _chunks(total, size):
-    """[(start, width)] covering range(total) in chunks of `size` (the last one ragged)."""
-    out = []
-    for s in range(0, total, size):
-        out.append((s, min(size, total - s)))
-    return out
-
-
-def _operand_dtype(matmul_dtype):
-    assert matmul_dtype == "bfloat16" or matmul_dtype == "float32", f"matmul_dtype {matmul_dtype}"
-    return nl.bfloat16 if matmul_dtype == "bfloat16" else nl.float32
 
 
 @nki.jit
@@ -73,13 +61,13 @@ def newton_schulz(g, steps=5, matmul_dtype="bfloat16"):
     tall = rows > cols
     m, n = (cols, rows) if tall else (rows, cols)
     pmax = nl.tile_size.pmax
-    mdt = _operand_dtype(matmul_dtype)
-    tp_width = BANK_BYTES // (2 if matmul_dtype == "bfloat16" else 4)
-    kch = _chunks(n, CHUNK)  # contraction chunks of the long dim
+    mdt, size = operand(matmul_dtype)
+    tp_width = BANK_BYTES // size
+    kch = chunks(n, CHUNK)  # contraction chunks of the long dim
     nch = len(kch)
-    mbl = _chunks(m, pmax)  # row blocks of the short dim
-    mcols = _chunks(m, OUT_CHUNK)  # output chunks along the short dim
-    ncols = _chunks(n, OUT_CHUNK)  # output chunks along the long dim
+    mbl = chunks(m, pmax)  # row blocks of the short dim
+    mcols = chunks(m, OUT_CHUNK)  # output chunks along the short dim
+    ncols = chunks(n, OUT_CHUNK)  # output chunks along the long dim
     out = nl.ndarray((rows, cols), dtype=nl.float32, buffer=nl.shared_hbm)
 
     # PSUM, whole banks: transposes (operand dtype), the norm, A, A^2, X'

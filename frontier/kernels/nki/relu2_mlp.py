@@ -67,46 +67,18 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-PSUM_BANKS = 8
-BANK_FP32 = 512
-BANK_BYTES = 2048
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, operand, sum_parts,
+                    transpose_in, zero_hbm)
+
 CACHE_BYTES = 96 * 1024  # SBUF per partition for the token block's cached tiles in mlp_bwd (pos_block=0)
 MAX_BLOCK_TILES = 8  # at most this many token tiles per mlp_bwd block: its body's emitted instructions stay small
 WEIGHT_BYTES = 150 * 1024  # SBUF per partition for mlp_fwd's resident W1^T and W2^T
-
-
-def _chunks(total, size):
-    """[(start, width)] covering range(total) in chunks of `size` (the last one ragged)."""
-    out = []
-    for s in range(0, total, size):
-        out.append((s, min(size, total - s)))
-    return out
-
-
-def _operand(matmul_dtype):
-    """(the operand dtype, its bytes) of matmul_dtype "bfloat16" or "float32"."""
-    assert matmul_dtype == "bfloat16" or matmul_dtype == "float32", f"matmul_dtype {matmul_dtype}"
-    if matmul_dtype == "bfloat16":
-        return nl.bfloat16, 2
-    return nl.float32, 4
-
-
-def _banks(cols):
-    """Columns of fp32 PSUM covering `cols` in whole banks."""
-    return BANK_FP32 * ((cols + BANK_FP32 - 1) // BANK_FP32)
 
 
 def _rows(t, reg, r0, rows):
     """Rows r0..r0+rows of the 2-D HBM tensor t, counted from the device loop's row `reg` (None: from row 0)."""
     width = t.shape[1]
     return t.ap([[width, rows], [1, width]], offset=r0 * width, scalar_offset=reg)
-
-
-def _transpose_in(dst, src, tp):
-    """dst[c, p] = src[p, c] (SBUF -> SBUF) through TensorE and a PSUM scratch `tp`; VectorE copies it out."""
-    p, c = src.shape[0], src.shape[1]
-    nisa.nc_transpose(dst=tp[0:c, 0:p], data=src, engine=nisa.engine.tensor)
-    nisa.tensor_copy(dst=dst, src=tp[0:c, 0:p], engine=nisa.engine.vector)
 
 
 def _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t):
@@ -119,13 +91,13 @@ def _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t):
         nisa.dma_copy(dst=wrow, src=w1[f0:f0 + fw, :])
         for k in range(len(dch)):
             d0, dk = dch[k]
-            _transpose_in(w1t[0:dk, k, f0:f0 + fw], wrow[:, d0:d0 + dk], tp)
+            transpose_in(w1t[0:dk, k, f0:f0 + fw], wrow[:, d0:d0 + dk], tp)
     for d0, dk in dch:
         wrow = nl.ndarray((dk, f), dtype=mdt, buffer=nl.sbuf)
         nisa.dma_copy(dst=wrow, src=w2[d0:d0 + dk, :])
         for j in range(len(fch)):
             f0, fw = fch[j]
-            _transpose_in(w2t[0:fw, j, d0:d0 + dk], wrow[:, f0:f0 + fw], tp)
+            transpose_in(w2t[0:fw, j, d0:d0 + dk], wrow[:, f0:f0 + fw], tp)
 
 
 @nki.jit
@@ -135,20 +107,20 @@ def mlp_fwd(x, w1, w2, matmul_dtype="bfloat16"):
     f = w1.shape[0]
     assert w1.shape == (f, d) and w2.shape == (d, f), "w1 is [F, D] (c_fc.weight), w2 is [D, F] (c_proj.weight)"
     pmax = nl.tile_size.pmax
-    mdt, size = _operand(matmul_dtype)
-    dch, fch, och = _chunks(d, pmax), _chunks(f, pmax), _chunks(d, BANK_FP32)
+    mdt, size = operand(matmul_dtype)
+    dch, fch, och = chunks(d, pmax), chunks(f, pmax), chunks(d, BANK_FP32)
     kt_n, ft_n = len(dch), len(fch)
     assert (kt_n * f + ft_n * d) * size <= WEIGHT_BYTES, "mlp_fwd: W1^T and W2^T do not fit in SBUF (F-blocking needed)"
     y = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     tp = nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum)
     h_ps = nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum)
-    y_ps = nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum)
+    y_ps = nl.ndarray((pmax, banks(d)), dtype=nl.float32, buffer=nl.psum)
 
     w1t = nl.ndarray((pmax, kt_n, f), dtype=mdt, buffer=nl.sbuf)
     w2t = nl.ndarray((pmax, ft_n, d), dtype=mdt, buffer=nl.sbuf)
     _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t)
 
-    r_begin, r_end = _core_rows(n, pmax, nl.program_id(0), nl.num_programs())  # LNC=2: half the tiles each
+    r_begin, r_end = core_rows(n, pmax, nl.program_id(0), nl.num_programs())  # LNC=2: half the tiles each
     full = (r_end - r_begin) // pmax
 
     def tile_body(r):
@@ -173,7 +145,7 @@ def _fwd_tile(xv, yv, rows, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps):
     xT = nl.ndarray((pmax, kt_n, pmax), dtype=mdt, buffer=nl.sbuf)
     for k in range(kt_n):
         d0, dk = dch[k]
-        _transpose_in(xT[0:dk, k, 0:rows], xt[:, d0:d0 + dk], tp)
+        transpose_in(xT[0:dk, k, 0:rows], xt[:, d0:d0 + dk], tp)
     for j in range(len(fch)):
         fw = fch[j][1]
         for k in range(kt_n):
@@ -212,11 +184,11 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     f = w1.shape[0]
     assert w1.shape == (f, d) and w2.shape == (d, f) and dy.shape == (n, d)
     pmax = nl.tile_size.pmax
-    mdt, size = _operand(matmul_dtype)
-    kt_n = len(_chunks(d, pmax))
+    mdt, size = operand(matmul_dtype)
+    kt_n = len(chunks(d, pmax))
     fb = min(_f_block(d), pmax * ((f + pmax - 1) // pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
-    r_begin, r_end = _core_rows(n, pmax, core, cores)
+    r_begin, r_end = core_rows(n, pmax, core, cores)
     per_tile = (2 * d + 2 * kt_n * pmax) * size + d * 4  # x, dy, x^T, dy^T; the fp32 dx accumulator
     ntiles = (r_end - r_begin + pmax - 1) // pmax
     pb = pos_block
@@ -230,16 +202,16 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
         part1 = nl.ndarray((cores, f, d), dtype=nl.float32, buffer=nl.shared_hbm)
         part2 = nl.ndarray((cores, d, f), dtype=nl.float32, buffer=nl.shared_hbm)
         pw1, pw2 = part1[core], part2[core]
-    _zero_hbm(pw1)
-    _zero_hbm(pw2)
+    zero_hbm(pw1)
+    zero_hbm(pw2)
 
     ps = [nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum),  # transposes
           nl.ndarray((pmax, BANK_FP32), dtype=nl.float32, buffer=nl.psum),  # h, then dA
-          nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dx
+          nl.ndarray((pmax, banks(d)), dtype=nl.float32, buffer=nl.psum)]  # dx
     dw1_ps = []
     for s in range(fb // pmax):
-        dw1_ps.append(nl.ndarray((pmax, _banks(d)), dtype=nl.float32, buffer=nl.psum))
-    dw2_ps = nl.ndarray((pmax, _banks(kt_n * fb)), dtype=nl.float32, buffer=nl.psum)  # [:, k fb + j]: chunk k
+        dw1_ps.append(nl.ndarray((pmax, banks(d)), dtype=nl.float32, buffer=nl.psum))
+    dw2_ps = nl.ndarray((pmax, banks(kt_n * fb)), dtype=nl.float32, buffer=nl.psum)  # [:, k fb + j]: chunk k
     ps.append(dw1_ps)
     ps.append(dw2_ps)
 
@@ -255,47 +227,13 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
     if r_end > r_begin + nblocks * block_rows:
         r0 = r_begin + nblocks * block_rows
-        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, _chunks(r_end - r0, pmax), fb, mdt, ps)
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, chunks(r_end - r0, pmax), fb, mdt, ps)
     if cores > 1:
         nisa.core_barrier(part1, (0, 1))
         nisa.core_barrier(part2, (0, 1))
-        _sum_parts(dw1, part1, core, cores)
-        _sum_parts(dw2, part2, core, cores)
+        sum_parts(dw1, part1, core, cores)
+        sum_parts(dw2, part2, core, cores)
     return dx, dw1, dw2
-
-
-def _core_rows(n, pmax, core, cores):
-    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
-    ntiles = (n + pmax - 1) // pmax
-    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
-    return t0 * pmax, min(t1 * pmax, n)
-
-
-def _sum_parts(out, parts, core, cores):
-    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
-    chunks (every core reads every part, each row chunk of out is written by one core)."""
-    pmax = nl.tile_size.pmax
-    rows, cols = out.shape
-    ch = _chunks(rows, pmax)
-    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
-        r0, rw = ch[i]
-        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
-        for c in range(1, cores):
-            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
-            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
-            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
-        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
-
-
-def _zero_hbm(t):
-    """t (a 2-D fp32 HBM tensor) = 0, by DMA from a zeroed SBUF tile (ends with the helper)."""
-    pmax = nl.tile_size.pmax
-    rows, cols = t.shape
-    z = nl.ndarray((pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=z, value=0.0)
-    for r0, rw in _chunks(rows, pmax):
-        nisa.dma_copy(dst=t[r0:r0 + rw, :], src=z[0:rw, :])
 
 
 def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
@@ -305,7 +243,7 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
     n, d = x.shape
     f = w1.shape[0]
     pmax = nl.tile_size.pmax
-    dch, och = _chunks(d, pmax), _chunks(d, BANK_FP32)
+    dch, och = chunks(d, pmax), chunks(d, BANK_FP32)
     kt_n = len(dch)
     subs = fb // pmax
     nb = len(block)
@@ -320,12 +258,12 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
         nisa.dma_copy(dst=dys[0:rows, t, :], src=_rows(dy, reg, r0 + t0, rows))
         for k in range(kt_n):
             d0, dk = dch[k]
-            _transpose_in(xT[0:dk, t, k, 0:rows], xs[0:rows, t, d0:d0 + dk], tp)
-            _transpose_in(dyT[0:dk, t, k, 0:rows], dys[0:rows, t, d0:d0 + dk], tp)
+            transpose_in(xT[0:dk, t, k, 0:rows], xs[0:rows, t, d0:d0 + dk], tp)
+            transpose_in(dyT[0:dk, t, k, 0:rows], dys[0:rows, t, d0:d0 + dk], tp)
 
     for f0 in range(0, f, fb):
         fbw = min(fb, f - f0)
-        sch = _chunks(fbw, pmax)
+        sch = chunks(fbw, pmax)
         w1n = nl.ndarray((pmax, subs, d), dtype=mdt, buffer=nl.sbuf)  # W1 rows f0 + 128 s + i
         w1bt = nl.ndarray((pmax, kt_n, fb), dtype=mdt, buffer=nl.sbuf)  # W1_b^T
         w2b = nl.ndarray((pmax, kt_n, fb), dtype=mdt, buffer=nl.sbuf)  # W2[:, f0:f0 + fbw] by d chunks
@@ -334,7 +272,7 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
             nisa.dma_copy(dst=w1n[0:sw, s, :], src=w1[f0 + s0:f0 + s0 + sw, :])
             for k in range(kt_n):
                 d0, dk = dch[k]
-                _transpose_in(w1bt[0:dk, k, s0:s0 + sw], w1n[0:sw, s, d0:d0 + dk], tp)
+                transpose_in(w1bt[0:dk, k, s0:s0 + sw], w1n[0:sw, s, d0:d0 + dk], tp)
         for k in range(kt_n):
             d0, dk = dch[k]
             nisa.dma_copy(dst=w2b[0:dk, k, 0:fbw], src=w2[d0:d0 + dk, f0:f0 + fbw])
@@ -387,19 +325,12 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
         # this F block's weight gradients: the partial sums in HBM + PSUM -> HBM
         for s in range(len(sch)):
             s0, sw = sch[s]
-            _accumulate_into(dw1[f0 + s0:f0 + s0 + sw, :], dw1_ps[s][0:sw, 0:d])
+            accumulate_into(dw1[f0 + s0:f0 + s0 + sw, :], dw1_ps[s][0:sw, 0:d])
         for k in range(kt_n):
             d0, dk = dch[k]
-            _accumulate_into(dw2[d0:d0 + dk, f0:f0 + fbw], dw2_ps[0:dk, k * fb:k * fb + fbw])
+            accumulate_into(dw2[d0:d0 + dk, f0:f0 + fbw], dw2_ps[0:dk, k * fb:k * fb + fbw])
 
     for t in range(nb):
         t0, rows = block[t]
         nisa.dma_copy(dst=_rows(dx, reg, r0 + t0, rows), src=dxa[0:rows, t, :])
 
-
-def _accumulate_into(out, acc_ps):
-    """out (HBM, fp32) += acc_ps (PSUM): read back, add on VectorE, write."""
-    buf = nl.ndarray(acc_ps.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=buf, src=out)
-    nisa.tensor_tensor(dst=buf, data1=buf, data2=acc_ps, op=nl.add)
-    nisa.dma_copy(dst=out, src=buf)

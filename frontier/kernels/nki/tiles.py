@@ -1,0 +1,84 @@
+"""What the matmul kernels (head_ce, relu2_mlp, newton_schulz) share: PSUM's banks, chunking, operand dtypes,
+TensorE transposes, the token tiles of each core at LNC=2, and the HBM sums the backward kernels end with.
+
+Kernel code like the kernels themselves (NKI 0.7 traces Python, so a kernel may call helpers of another module, as
+AWS's nki-library does from `nkilib.core.utils`): it imports `nki` at module level and is imported by the kernels
+with a relative import, which `frontier.kernels.interpreter.load` answers with this source bound to the same `nki`.
+"""
+
+import nki.isa as nisa
+import nki.language as nl
+
+PSUM_BANKS = 8  # PSUM per partition: 8 banks of 2 KiB
+BANK_FP32 = 512  # fp32 elements in one bank (a matmul output never crosses one)
+BANK_BYTES = 2048
+
+
+def chunks(total, size):
+    """[(start, width)] covering range(total) in chunks of `size` (the last one ragged)."""
+    out = []
+    for s in range(0, total, size):
+        out.append((s, min(size, total - s)))
+    return out
+
+
+def operand(matmul_dtype):
+    """(the operand dtype, its bytes) of matmul_dtype "bfloat16" or "float32"."""
+    assert matmul_dtype == "bfloat16" or matmul_dtype == "float32", f"matmul_dtype {matmul_dtype}"
+    if matmul_dtype == "bfloat16":
+        return nl.bfloat16, 2
+    return nl.float32, 4
+
+
+def banks(cols):
+    """Columns of fp32 PSUM covering `cols` in whole banks."""
+    return BANK_FP32 * ((cols + BANK_FP32 - 1) // BANK_FP32)
+
+
+def transpose_in(dst, src, tp):
+    """dst[c, p] = src[p, c] (SBUF -> SBUF) through TensorE and a PSUM scratch `tp`; VectorE copies it out."""
+    p, c = src.shape[0], src.shape[1]
+    nisa.nc_transpose(dst=tp[0:c, 0:p], data=src, engine=nisa.engine.tensor)
+    nisa.tensor_copy(dst=dst, src=tp[0:c, 0:p], engine=nisa.engine.vector)
+
+
+def core_rows(n, pmax, core, cores):
+    """The rows [begin, end) of the core's share of the token tiles (tile-aligned halves at LNC=2)."""
+    ntiles = (n + pmax - 1) // pmax
+    t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
+    return t0 * pmax, min(t1 * pmax, n)
+
+
+def sum_parts(out, parts, core, cores):
+    """out = sum over c of parts[c] (2-D fp32 HBM), after the barrier: this core writes its share of out's row
+    chunks (every core reads every part, each row chunk of out is written by one core)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = out.shape
+    ch = chunks(rows, pmax)
+    for i in range(core * len(ch) // cores, (core + 1) * len(ch) // cores):
+        r0, rw = ch[i]
+        acc = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=acc, src=parts[0][r0:r0 + rw, :])
+        for c in range(1, cores):
+            more = nl.ndarray((rw, cols), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.dma_copy(dst=more, src=parts[c][r0:r0 + rw, :])
+            nisa.tensor_tensor(dst=acc, data1=acc, data2=more, op=nl.add)
+        nisa.dma_copy(dst=out[r0:r0 + rw, :], src=acc)
+
+
+def zero_hbm(t):
+    """t (a 2-D fp32 HBM tensor) = 0, by DMA from a zeroed SBUF tile (ends with the helper)."""
+    pmax = nl.tile_size.pmax
+    rows, cols = t.shape
+    z = nl.ndarray((pmax, cols), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(dst=z, value=0.0)
+    for r0, rw in chunks(rows, pmax):
+        nisa.dma_copy(dst=t[r0:r0 + rw, :], src=z[0:rw, :])
+
+
+def accumulate_into(out, acc_ps):
+    """out (HBM, fp32) += acc_ps (PSUM): read back, add on VectorE, write."""
+    buf = nl.ndarray(acc_ps.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=buf, src=out)
+    nisa.tensor_tensor(dst=buf, data1=buf, data2=acc_ps, op=nl.add)
+    nisa.dma_copy(dst=out, src=buf)
