@@ -31,15 +31,18 @@ RECORD = "result.json"
 REPO = Path(__file__).resolve().parent.parent  # the checkout the package runs from (where git, notebooks and runs are)
 
 
-def repo_named(path) -> str | None:
-    """A path under the repository as the repository names it (`runs/cpu/...`), so a record reads the same from any
-    checkout (`REPO / name` finds it again); another path as it is (None as None)."""
-    if path is None:
-        return None
+def _in_repo(path) -> str | None:
+    """`path` relative to the repository (`runs/cpu/...`), or None when it lies outside it."""
     try:
         return Path(path).resolve().relative_to(REPO).as_posix()
     except ValueError:
-        return str(path)
+        return None
+
+
+def repo_named(path) -> str | None:
+    """A path under the repository as the repository names it (`runs/cpu/...`), so a record reads the same from any
+    checkout (`REPO / name` finds it again); another path as it is (None as None)."""
+    return None if path is None else _in_repo(path) or str(path)
 
 
 def shown_path(path) -> str | None:
@@ -49,11 +52,11 @@ def shown_path(path) -> str | None:
     lead back to the path."""
     if path is None:
         return None
-    try:
-        return Path(path).resolve().relative_to(REPO).as_posix()
-    except ValueError:  # outside the repository: from its `runs` folder on, if it has one
-        parts = Path(str(path)).parts
-        return Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):]).as_posix() if "runs" in parts else str(path)
+    named = _in_repo(path)
+    if named is not None:
+        return named
+    parts = Path(str(path)).parts  # outside the repository: from its `runs` folder on, if it has one
+    return Path(*parts[len(parts) - 1 - parts[::-1].index("runs"):]).as_posix() if "runs" in parts else str(path)
 
 
 def cpu_model() -> str:
@@ -117,11 +120,6 @@ def _hashes() -> tuple[str, str]:
             h.update(rel.encode())
             h.update(text)
     return every.hexdigest()[:16], training.hexdigest()[:16]
-
-
-def source_sha256() -> str:
-    """A hash of the package's own source files: identifies the code even where there is no git."""
-    return _hashes()[0]
 
 
 def training_sha256() -> str:
