@@ -1,6 +1,8 @@
 """frontier retrain: a recorded run trained again, whole, with its numbers beside the record's."""
 
+import dataclasses
 import json
+import shutil
 
 import pytest
 
@@ -9,6 +11,7 @@ from frontier.devices import select_device
 from frontier.errors import UserError
 from frontier.recipes import resolve
 from frontier.study.retrain import retrain, steps_of
+from frontier.train.cost import cost_key, load_table
 from frontier.train.trainer import train
 
 CPU = select_device("cpu")
@@ -41,9 +44,31 @@ def test_a_steps_rule_run_buys_its_steps_again_and_scores_the_same_here(smoke_ru
 def test_a_fixed_steps_run_is_retrained_for_its_steps(smoke_data, tmp_path):
     rec = train(resolve("baseline", "smoke"), smoke_data, tmp_path / "r", CPU, steps=3, progress=False,
                 log=lambda m: None)
-    assert steps_of(rec) == (3, "a run of a fixed number of steps")
+    assert steps_of(rec) == (3, "a run of a fixed number of steps", None)
     wall = dict(rec, budget=None, max_steps=None, steps=57)
     assert steps_of(wall)[0] == 57 and "clock" in steps_of(wall)[1]
+
+
+def test_a_run_whose_cost_the_table_measured_again_since_buys_its_steps_at_its_own_cost(smoke_run, smoke_data,
+                                                                                        tmp_path):
+    run_dir, rec = smoke_run
+    key = cost_key(resolve("baseline", "smoke"))
+    now = load_table()[key]
+    dearer = {key: dataclasses.replace(now, step_s=now.step_s * 2, record="runs/bench/smoke/costs-later.json")}
+    steps, why, table = steps_of(rec, dearer)
+    assert steps is None and table[key].step_s == rec["budget"]["cost"]["step_s"]
+    assert "record's own cost" in why and "costs-later.json" in why
+    assert steps_of(rec)[1] == "the steps rule at the committed table's cost buys them again"
+    doubled = dataclasses.replace(now, step_s=now.step_s * 2)
+    assert doubled.steps_for(rec["config"]["train"]["budget_s"]) != rec["steps"]  # today's table would buy others
+    moved = tmp_path / "moved"
+    shutil.copytree(run_dir, moved)
+    old = json.loads((moved / "result.json").read_text())
+    old["budget"]["cost"]["record"] = "runs/bench/smoke/costs-earlier.json"
+    (moved / "result.json").write_text(json.dumps(old))
+    result = retrain(moved, tmp_path / "again", data=smoke_data.folder, device="cpu", record_dir=tmp_path / "b",
+                     log=lambda m: None)
+    assert result["same_steps"] and result["here"]["budget"]["cost"]["record"] == "runs/bench/smoke/costs-earlier.json"
 
 
 def test_retrain_refuses_a_folder_in_use_and_an_unfinished_run(smoke_run, tmp_path, capsys):

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from .. import records
 from ..devices import select_device
 from ..errors import UserError
 from ..profiles import get_profile
@@ -119,7 +120,7 @@ def run_clock_check(recipes: list[str], profile: str = "cpu", seed: int = 0, bud
                          "charged_s": rec["charged_s"], "charged_wall_s": rec["charged_wall_s"],
                          "probe_s_median": pr["probe_s_median"], "probe_drift": pr["drift"],
                          "probe_drifted": pr["drifted"], "val_bpb": rec["val_bpb"], "cpu_share": rec.get("cpu_share"),
-                         "budget": rec.get("budget"), "run_dir": str(root / recipe / cond)})
+                         "budget": rec.get("budget"), "run_dir": records.repo_named(root / recipe / cond)})
             log(f"    {rec['steps']} steps, {rec['charged_wall_s']:.1f} wall s charged ({rec['wall_s']:.1f} wall s "
                 f"of steps), val_bpb {rec['val_bpb']:.4f}")
     body = {"profile": p.name, "seed": seed, "budget_s": budget_s or p.budget_s, "clock": clock,

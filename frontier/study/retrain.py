@@ -2,8 +2,9 @@
 
 `frontier replay` checks a record's first steps; this trains the run from its start to its end with the record's
 config, seed and steps, and scores it, so a reader can check a number where it matters, on the scores. A run
-budgeted by the steps rule at the committed table's cost (`frontier.train.cost`) buys the same steps on any
-machine, at any thread count and under any load; so the steps must agree, and the scores differ only by how this
+budgeted by the steps rule (`frontier.train.cost`) is bought again at the cost its record names (the committed table's
+entry of its day, which the table may have re-measured since), and that buys the same steps on any machine, at any
+thread count and under any load; so the steps must agree, and the scores differ only by how this
 machine's float arithmetic rounds (another CPU model, another thread count, a compiled model's own run-to-run
 rounding) and by whatever changed in the code. A run whose steps the machine decided (the wall or reference clock,
 a cost measured on the spot) is retrained for the steps it took, and the record says so.
@@ -15,6 +16,7 @@ differences, and the hardware and code on each side.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .. import records
@@ -22,21 +24,36 @@ from ..config import RunConfig
 from ..data.dataset import Dataset, run_dataset
 from ..devices import select_device
 from ..errors import UserError
+from ..train.cost import StepCost, cost_key, load_table
 from ..train.trainer import train
 from . import bench_records
 
 SCORES = ("val_bpb", "test_bpb")
 
 
-def steps_of(rec: dict) -> tuple[int | None, str]:
-    """The steps to train again and why: None (the budget buys them again, by the same rule) for a steps-rule
-    record at the committed table's cost; the record's own steps otherwise."""
+def steps_of(rec: dict, table: dict[str, StepCost] | None = None) -> tuple[int | None, str, dict | None]:
+    """The steps to train again, why, and the cost table to buy them with: for a steps-rule record at a committed
+    cost, None steps (the budget buys them again, by the same rule) and a table holding the record's own entry; the
+    record's own steps otherwise. `table`: the committed table (default: `cost.load_table()`), only to say whether
+    it has re-measured the entry since."""
     budget = rec.get("budget") or {}
     if budget.get("rule") == "steps" and budget.get("source") == "table" and not budget.get("explicit_steps"):
-        return None, "the steps rule at the committed table's cost buys them again"
+        key = cost_key(RunConfig.from_dict(rec["config"]))
+        fields = {f.name for f in dataclasses.fields(StepCost)} - {"key"}
+        theirs = StepCost(key=key, **{k: v for k, v in budget["cost"].items() if k in fields})
+        now = (load_table() if table is None else table).get(key)
+        if now is not None and (now.step_s, now.fixed_s, now.count_s_per_token) == (
+                theirs.step_s, theirs.fixed_s, theirs.count_s_per_token):
+            why = "the steps rule at the committed table's cost buys them again"
+        else:
+            since = (f"the committed table now prices a step at {now.step_s * 1e3:.1f} reference ms "
+                     f"({records.shown_path(now.record)})" if now else "the committed table no longer holds it")
+            why = (f"the steps rule at the record's own cost ({theirs.step_s * 1e3:.1f} reference ms a step, "
+                   f"{records.shown_path(theirs.record)}) buys them again; {since}")
+        return None, why, {key: theirs}
     if budget.get("explicit_steps") or rec.get("max_steps"):
-        return int(rec["steps"]), "a run of a fixed number of steps"
-    return int(rec["steps"]), "the steps its machine's clock bought (another machine's clock would buy others)"
+        return int(rec["steps"]), "a run of a fixed number of steps", None
+    return int(rec["steps"]), "the steps its machine's clock bought (another machine's clock would buy others)", None
 
 
 def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None, device: str = "auto",
@@ -53,10 +70,10 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
                                          [(rec.get("label") or rec["recipe"]).replace("/", "-"), f"s{rec['seed']}"])
     dataset = Dataset(data) if data else run_dataset(rec["data"], log=log)
     cfg = RunConfig.from_dict(rec["config"])
-    steps, why = steps_of(rec)
+    steps, why, table = steps_of(rec)
     log(f"retraining {run_dir} ({rec['recipe']}, seed {rec['seed']}) into {out}: {why}")
     dev = select_device(device)
-    new = train(cfg, dataset, out, dev, seed=rec["seed"], steps=steps, progress=False, log=log)
+    new = train(cfg, dataset, out, dev, seed=rec["seed"], steps=steps, progress=False, log=log, cost_table=table)
     if new["steps"] != rec["steps"]:
         log(f"note: {new['steps']} steps here against the record's {rec['steps']}")
 
@@ -64,7 +81,7 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
         return {"steps": r["steps"], "epochs": records.epochs_read(r), **{k: r.get(k) for k in SCORES},
                 "hardware": r.get("hardware"), "code": r.get("code"), "budget": r.get("budget")}
 
-    body = {"run": str(run_dir), "retrained": str(out), "steps_rule": steps is None, "why": why,
+    body = {"run": records.repo_named(run_dir), "retrained": records.repo_named(out), "steps_rule": steps is None, "why": why,
             "record_side": side(rec), "here": side(new), "same_steps": new["steps"] == rec["steps"],
             "differences": {k: new[k] - rec[k] for k in SCORES if rec.get(k) is not None and new.get(k) is not None}}
     command = bench_records.cli_command("retrain", [str(run_dir)], {"--out": str(out), "--data": data})

@@ -20,6 +20,7 @@ import gzip
 import sys
 from pathlib import Path
 
+from .. import records
 from ..data.dataset import MANIFEST, Dataset, prepare
 from ..data.tokenizer import EARLIER_RULE, CharacterRule
 from ..recipes import get_recipe
@@ -79,7 +80,7 @@ def run_rule_study(corpora: list[str], rules: dict[str, CharacterRule] | None = 
                    "with_piece": ds.tokenizer.character_pieces(),
                    "val_bytes_per_token": m["val"]["bytes"] / m["val"]["tokens"],
                    "train_bytes_per_token": m["train"]["bytes"] / m["train"]["tokens"],
-                   "data": {"folder": str(ds.folder), "manifest_hash": ds.manifest_hash}, "runs": runs}
+                   "data": {"folder": records.repo_named(ds.folder), "manifest_hash": ds.manifest_hash}, "runs": runs}
             rows.append(row)
             log(format_row(row))
     return bench_records.bench_record(KIND, arguments, None, f"{__name__}.run_rule_study", {"rows": rows}, path)
