@@ -85,6 +85,11 @@ def cpu_id() -> str | None:
     return "/".join(fields.get(k, "?") for k in ("cpu family", "model", "stepping")) if fields else None
 
 
+# The libraries' own switches that hold a CPU's vector kernels back to an older set (torch's ATen, oneDNN, MKL).
+# They change how a step rounds, not what is trained, so a record that ran under them names them (`isa_caps`).
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
 def hardware(device: torch.device | None = None) -> dict:
     info = {
         "cpu": cpu_model(),
@@ -97,6 +102,9 @@ def hardware(device: torch.device | None = None) -> dict:
         "python": sys.version.split()[0],
         "torch": torch.__version__,
     }
+    caps = {k: os.environ[k] for k in ISA_CAPS if os.environ.get(k)}
+    if caps:  # the machine's own kernels held back (a stand-in for an older CPU): say so beside cpu_isa
+        info["isa_caps"] = caps
     if device is not None and device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
         info["cuda"] = torch.version.cuda

@@ -308,6 +308,13 @@ def test_the_hardware_record_names_the_cpu_model_and_its_vector_kernels(monkeypa
     if Path("/proc/cpuinfo").exists():
         family, model, stepping = hw["cpu_id"].split("/")
         assert family.isdigit() and model.isdigit()
+    for k in records.ISA_CAPS:
+        monkeypatch.delenv(k, raising=False)
+    assert "isa_caps" not in records.hardware()
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")  # a library's kernels held back: named beside cpu_isa
+    held = records.hardware()
+    assert held["isa_caps"] == {"ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert replay._kernels(held) != replay._kernels(hw) and "ONEDNN_MAX_CPU_ISA=AVX2" in replay._kernels(held)
     monkeypatch.setattr(records, "Path", lambda p: Path("/nonexistent/cpuinfo"))
     assert records.cpu_id() is None
 

@@ -229,6 +229,8 @@ def _kernels(hardware: dict) -> str:
     """What decides how an eager CPU step rounds: the CPU model, the vector kernels torch dispatches to and the
     torch threads (a record from before these were kept: the CPU alone)."""
     threads, isa = hardware.get("torch_threads"), hardware.get("cpu_isa")
+    caps = hardware.get("isa_caps") or {}
+    isa = ", ".join([isa] * bool(isa) + [f"{k}={v}" for k, v in sorted(caps.items())])
     return (f"{hardware.get('cpu')}" + (f" ({isa})" if isa else "")
             + (f", {threads} torch threads" if threads is not None else ""))
 

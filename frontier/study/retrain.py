@@ -97,7 +97,10 @@ def format_retrain(result: dict) -> str:
     for name, s in (("record", a), ("here", b)):
         hw = s.get("hardware") or {}
         scores = " ".join(f"{s[k]:>12.6f}" if s.get(k) is not None else f"{'-':>12}" for k in SCORES)
-        lines.append(f"{name:<10} {s['steps']:>6} {scores}  {hw.get('cpu')}, {hw.get('torch_threads')} threads")
+        kernels = ", ".join(filter(None, [hw.get("cpu_id"), hw.get("cpu_isa"),
+                                          *(f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items()))]))
+        lines.append(f"{name:<10} {s['steps']:>6} {scores}  {hw.get('cpu')}" + (f" ({kernels})" if kernels else "")
+                     + f", {hw.get('torch_threads')} threads")
     diffs = ", ".join(f"{k} {v:+.6f}" for k, v in result["differences"].items())
     lines.append(f"same steps: {'yes' if result['same_steps'] else 'NO'}; here - record: {diffs}")
     if result.get("path"):
