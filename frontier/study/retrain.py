@@ -101,7 +101,7 @@ def format_retrain(result: dict) -> str:
                                           *(f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items()))]))
         lines.append(f"{name:<10} {s['steps']:>6} {scores}  {hw.get('cpu')}" + (f" ({kernels})" if kernels else "")
                      + f", {hw.get('torch_threads')} threads")
-    diffs = ", ".join(f"{k} {v:+.6f}" for k, v in result["differences"].items())
+    diffs = ", ".join(f"{k} {v:+.3g}" for k, v in result["differences"].items())
     lines.append(f"same steps: {'yes' if result['same_steps'] else 'NO'}; here - record: {diffs}")
     if result.get("path"):
         lines.append(f"bench record: {result['path']}")
