@@ -2,7 +2,8 @@
 
 Backends:
 - `cpu`: fp32, Inductor for torch.compile; glibc's allocator tuned for a training loop (`tune_malloc`: big tensors
-  come from the heap and stay mapped between steps instead of an mmap and munmap each), recorded in `describe()`.
+  come from the heap and stay mapped between steps instead of an mmap and munmap each), recorded in `describe()`;
+  under ATEN_CPU_CAPABILITY, Inductor's cache kept apart for that kernel set (`compile_cache_apart`).
 - `cuda`: bf16 autocast over fp32 master weights, TF32 allowed, fused AdamW, Inductor.
 - `neuron-native`: TorchNeuron (torch-neuronx >= 2.13, device "neuron"), bf16 autocast over fp32 masters,
   `torch.compile(backend="neuron")`.
@@ -116,6 +117,27 @@ def tune_malloc() -> dict:
     return _MALLOC_STATE
 
 
+def compile_cache_apart() -> str | None:
+    """Where ATEN_CPU_CAPABILITY holds torch's CPU kernels back (a stand-in for an older CPU, `records.ISA_CAPS`) and
+    Inductor's cache is its default folder, move that cache to a folder of the kernel set's own (the default folder
+    and `-avx2`, ...) and return it; None otherwise. Inductor's on-disk cache is not kept apart by the variable: a
+    compiled run under `avx2` that found the machine's own compiled kernels there lost its loss to NaN at the first
+    step (docs/log.md). Not a knob: it changes where compiled kernels are kept, not what is trained."""
+    import os
+
+    capability = os.environ.get("ATEN_CPU_CAPABILITY")
+    if not capability:
+        return None
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    default = os.path.abspath(default_cache_dir())
+    apart, named = f"{default}-{capability.lower()}", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if named is not None and os.path.abspath(named) not in (default, apart):  # a folder the user chose: theirs
+        return None
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = apart
+    return apart
+
+
 @dataclass
 class DeviceInfo:
     kind: str  # cpu | cuda | neuron
@@ -125,6 +147,7 @@ class DeviceInfo:
     compile_backend: str | None  # None: this backend cannot torch.compile
     versions: dict
     malloc: dict | None = None  # the CPU device's allocator settings (`tune_malloc`); None elsewhere
+    compile_cache: str | None = None  # Inductor's cache, where `compile_cache_apart` moved it; None: torch's own
 
     @property
     def autocast_dtype(self) -> torch.dtype | None:
@@ -159,12 +182,13 @@ class DeviceInfo:
             "compile_backend": self.compile_backend,
             "versions": self.versions,
             **({"malloc": self.malloc} if self.malloc is not None else {}),
+            **({"compile_cache": self.compile_cache} if self.compile_cache is not None else {}),
         }
 
 
 def _cpu() -> DeviceInfo:
     return DeviceInfo("cpu", "cpu", torch.device("cpu"), "fp32", "inductor", {"torch": torch.__version__},
-                      malloc=tune_malloc())
+                      malloc=tune_malloc(), compile_cache=compile_cache_apart())
 
 
 def _cuda() -> DeviceInfo:

@@ -178,3 +178,25 @@ def test_an_optional_import_says_why_it_is_missing(tmp_path, monkeypatch):
     assert module is None and why.startswith("`import frontier_broken_package` failed: ModuleNotFoundError")
     module, why = optional_import("frontier_raising_package", "not here")
     assert module is None and "RuntimeError('a broken install')" in why
+
+
+def test_a_held_back_kernel_set_compiles_into_a_cache_of_its_own(monkeypatch, tmp_path):
+    """Inductor's on-disk cache is not kept apart by ATEN_CPU_CAPABILITY: under it the CPU device moves the default
+    cache to a folder of that kernel set's own, and leaves a folder the user named alone."""
+    import os
+
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from frontier import devices
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()))
+    assert devices.compile_cache_apart() is None  # the machine's own kernels: torch's own cache
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "AVX2")
+    moved = devices.compile_cache_apart()
+    assert moved == os.path.abspath(default_cache_dir()) + "-avx2" == os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert devices.select_device("cpu").describe()["compile_cache"] == moved
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    assert devices.compile_cache_apart() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    assert devices.compile_cache_apart() == os.path.abspath(default_cache_dir()) + "-avx2"
