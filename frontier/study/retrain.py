@@ -90,6 +90,14 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
     return result
 
 
+def machine(hw: dict) -> str:
+    """A side's machine as its hardware record names it: the CPU, its id and vector kernels (with any caps that held
+    them back: `records.ISA_CAPS`) where recorded, and the torch threads."""
+    kernels = ", ".join(filter(None, [hw.get("cpu_id"), hw.get("cpu_isa"),
+                                      *(f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items()))]))
+    return f"{hw.get('cpu')}" + (f" ({kernels})" if kernels else "") + f", {hw.get('torch_threads')} thread(s)"
+
+
 def format_retrain(result: dict) -> str:
     a, b = result["record_side"], result["here"]
     lines = [f"{result['run']} retrained into {result['retrained']} ({result['why']})",
@@ -97,10 +105,7 @@ def format_retrain(result: dict) -> str:
     for name, s in (("record", a), ("here", b)):
         hw = s.get("hardware") or {}
         scores = " ".join(f"{s[k]:>12.6f}" if s.get(k) is not None else f"{'-':>12}" for k in SCORES)
-        kernels = ", ".join(filter(None, [hw.get("cpu_id"), hw.get("cpu_isa"),
-                                          *(f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items()))]))
-        lines.append(f"{name:<10} {s['steps']:>6} {scores}  {hw.get('cpu')}" + (f" ({kernels})" if kernels else "")
-                     + f", {hw.get('torch_threads')} threads")
+        lines.append(f"{name:<10} {s['steps']:>6} {scores}  {machine(hw)}")
     diffs = ", ".join(f"{k} {v:+.3g}" for k, v in result["differences"].items())
     lines.append(f"same steps: {'yes' if result['same_steps'] else 'NO'}; here - record: {diffs}")
     if result.get("path"):
