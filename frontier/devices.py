@@ -119,16 +119,24 @@ def tune_malloc() -> dict:
 
 def compile_cache_apart() -> str | None:
     """Where ATEN_CPU_CAPABILITY holds torch's CPU kernels back (a stand-in for an older CPU, `records.ISA_CAPS`) and
-    Inductor's cache is its default folder, move that cache to a folder of the kernel set's own (the default folder
-    and `-avx2`, ...) and return it; None otherwise. Inductor's on-disk cache is not kept apart by the variable: a
-    compiled run under `avx2` that found the machine's own compiled kernels there lost its loss to NaN at the first
-    step (docs/log.md). Not a knob: it changes where compiled kernels are kept, not what is trained."""
+    Inductor's cache folder (TORCHINDUCTOR_CACHE_DIR) is unset or its default, point it at a folder of the kernel
+    set's own (the default folder and `-avx2`, ...) and return that; None otherwise (a folder the user named stays
+    theirs). Inductor's on-disk cache is not kept apart by the variable: a compiled run under `avx2` that found the
+    machine's own compiled kernels there lost its loss to NaN at the first step (docs/log.md). Processes started from
+    this one inherit both variables, so they agree. Not a knob: it changes where compiled kernels are kept, not what
+    is trained."""
     import os
 
     capability = os.environ.get("ATEN_CPU_CAPABILITY")
     if not capability:
         return None
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:  # torch before 2.6 kept it beside the other runtime helpers
+        try:
+            from torch._inductor.runtime.runtime_utils import default_cache_dir
+        except ImportError:
+            return None
 
     default = os.path.abspath(default_cache_dir())
     apart, named = f"{default}-{capability.lower()}", os.environ.get("TORCHINDUCTOR_CACHE_DIR")

@@ -493,6 +493,15 @@ def test_a_relative_import_of_no_kernel_source_names_the_file(tmp_path):
         load(tmp_path / "lonely.py")
 
 
+def test_a_relative_import_beyond_the_package_or_of_everything_is_refused(tmp_path):
+    (tmp_path / "climbing.py").write_text("import nki\nfrom ..elsewhere import thing\n")
+    with pytest.raises(ImportError, match="beyond its top-level package"):
+        load(tmp_path / "climbing.py")
+    (tmp_path / "starred.py").write_text("import nki\nfrom . import *\n")
+    with pytest.raises(UnsupportedError, match=r"import \*"):
+        load(tmp_path / "starred.py")
+
+
 def test_the_package_kernels_share_one_tiles_module_per_load():
     ce = load("frontier.kernels.nki.head_ce")
     assert ce.chunks.__module__ == "frontier.kernels.nki.tiles" and ce.chunks(300, 128) == [(0, 128), (128, 128),

@@ -57,7 +57,7 @@ def test_a_run_whose_cost_the_table_measured_again_since_buys_its_steps_at_its_o
     dearer = {key: dataclasses.replace(now, step_s=now.step_s * 2, record="runs/bench/smoke/costs-later.json")}
     steps, why, table = steps_of(rec, dearer)
     assert steps is None and table[key].step_s == rec["budget"]["cost"]["step_s"]
-    assert "record's own cost" in why and "costs-later.json" in why
+    assert "record's own cost" in why and "costs-later.json" in why and "(step_s;" in why
     assert steps_of(rec)[1] == "the steps rule at the committed table's cost buys them again"
     doubled = dataclasses.replace(now, step_s=now.step_s * 2)
     assert doubled.steps_for(rec["config"]["train"]["budget_s"]) != rec["steps"]  # today's table would buy others
@@ -67,7 +67,8 @@ def test_a_run_whose_cost_the_table_measured_again_since_buys_its_steps_at_its_o
     old["budget"]["cost"]["record"] = "runs/bench/smoke/costs-earlier.json"
     (moved / "result.json").write_text(json.dumps(old))
     result = retrain(moved, tmp_path / "again", data=smoke_data.folder, device="cpu", record_dir=tmp_path / "b",
-                     log=lambda m: None)
+                     log=lambda m: None, threads=1)
+    assert result["command"][-2:] == ["--threads", "1"]  # what the caller set, in the reproducing command
     assert result["same_steps"] and result["here"]["budget"]["cost"]["record"] == "runs/bench/smoke/costs-earlier.json"
 
 

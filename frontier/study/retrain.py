@@ -42,12 +42,14 @@ def steps_of(rec: dict, table: dict[str, StepCost] | None = None) -> tuple[int |
         fields = {f.name for f in dataclasses.fields(StepCost)} - {"key"}
         theirs = StepCost(key=key, **{k: v for k, v in budget["cost"].items() if k in fields})
         now = (load_table() if table is None else table).get(key)
-        if now is not None and (now.step_s, now.fixed_s, now.count_s_per_token) == (
-                theirs.step_s, theirs.fixed_s, theirs.count_s_per_token):
+        changed = [f for f in ("step_s", "fixed_s", "count_s_per_token")
+                   if now is not None and getattr(now, f) != getattr(theirs, f)]
+        if now is not None and not changed:
             why = "the steps rule at the committed table's cost buys them again"
         else:
-            since = (f"the committed table now prices a step at {now.step_s * 1e3:.1f} reference ms "
-                     f"({records.shown_path(now.record)})" if now else "the committed table no longer holds it")
+            since = (f"the committed table has measured it again since ({', '.join(changed)}; a step now "
+                     f"{now.step_s * 1e3:.1f} reference ms, {records.shown_path(now.record)})" if now
+                     else "the committed table no longer holds it")
             why = (f"the steps rule at the record's own cost ({theirs.step_s * 1e3:.1f} reference ms a step, "
                    f"{records.shown_path(theirs.record)}) buys them again; {since}")
         return None, why, {key: theirs}
@@ -57,8 +59,9 @@ def steps_of(rec: dict, table: dict[str, StepCost] | None = None) -> tuple[int |
 
 
 def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None, device: str = "auto",
-            record_dir: str | Path | None = None, log=print) -> dict:
-    """Train the run in `run_dir` again into `out` and write the comparison as a bench record (see the module)."""
+            record_dir: str | Path | None = None, log=print, threads: int | None = None) -> dict:
+    """Train the run in `run_dir` again into `out` and write the comparison as a bench record (see the module).
+    `threads`: the torch threads the caller set (`--threads`), for the record's reproducing command."""
     run_dir, out = Path(run_dir), Path(out)
     rec = records.load_record(run_dir)
     if rec.get("status") != "finished":
@@ -84,7 +87,9 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
     body = {"run": records.repo_named(run_dir), "retrained": records.repo_named(out), "steps_rule": steps is None, "why": why,
             "record_side": side(rec), "here": side(new), "same_steps": new["steps"] == rec["steps"],
             "differences": {k: new[k] - rec[k] for k in SCORES if rec.get(k) is not None and new.get(k) is not None}}
-    command = bench_records.cli_command("retrain", [str(run_dir)], {"--out": str(out), "--data": data})
+    caps = [f"{k}={v}" for k, v in sorted(((new.get("hardware") or {}).get("isa_caps") or {}).items())]
+    command = caps + bench_records.cli_command("retrain", [str(run_dir)], {"--out": str(out), "--data": data,
+                                                                          "--threads": threads})
     result = bench_records.bench_record("retrain", {"run": str(run_dir), "out": str(out), "data": data}, command,
                                         "frontier.study.retrain.retrain", body, path, cpu=dev.backend == "cpu")
     return result

@@ -100,16 +100,21 @@ def _importer(top, folder: Path, name: str, loaded: dict):
 
     def _relative(name_, fromlist, level):
         base, pkg = folder, name.rpartition(".")[0]
+        if "." in name and level - 1 > pkg.count(".") or "." not in name and level > 1:
+            raise ImportError(f"{name}: a relative import {'.' * level}{name_} beyond its top-level package")
         for _ in range(level - 1):
             base, pkg = base.parent, pkg.rpartition(".")[0]
         if name_:  # from .tiles import chunks: the module itself
             return _module(base, pkg, name_)
+        if "*" in fromlist:
+            raise UnsupportedError(f"{name}: `from {'.' * level} import *` (import the kernel module by name)")
         return types.SimpleNamespace(**{m: _module(base, pkg, m) for m in fromlist})  # from . import tiles
 
     def _module(base: Path, pkg: str, dotted: str):
         path = base.joinpath(*dotted.split(".")).with_suffix(".py")
         if not path.is_file():
-            raise ModuleNotFoundError(f"{name}: its relative import of {dotted!r} names no kernel source ({path})")
+            raise ModuleNotFoundError(f"{name}: its relative import of {dotted!r} names no kernel source ({path}); "
+                                      "the interpreter answers relative imports of kernel modules (.py files) only")
         key = path.resolve()
         return loaded[key] if key in loaded else _load(path, f"{pkg}.{dotted}" if pkg else dotted, top, loaded)
 
