@@ -132,7 +132,7 @@ def compile_cache_apart() -> str | None:
         return None
     try:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
-    except ImportError:  # torch before 2.6 kept it beside the other runtime helpers
+    except ImportError:  # an older torch, before cache_dir_utils: beside the other runtime helpers
         try:
             from torch._inductor.runtime.runtime_utils import default_cache_dir
         except ImportError:
