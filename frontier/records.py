@@ -46,12 +46,15 @@ def repo_named(path) -> str | None:
 
 
 def shown_path(path) -> str | None:
-    """A path as a reader is shown it: one under the repository as `repo_named` names it, one outside it that lies
-    under a `runs` folder (another checkout's, a `frontier book --out DIR` folder's) from that folder on
-    (`runs/cpu/ngram/s0`), any other as it is. For printing and tables only: unlike `repo_named`'s, the name may not
-    lead back to the path."""
+    """A path as a reader is shown it: a relative one without `..` as it is (records store names relative to the
+    repository, whichever folder reads them: a notebook runs in notebooks/), one under the repository as
+    `repo_named` names it, one outside it that lies under a `runs` folder (another checkout's, a `frontier book --out
+    DIR` folder's) from that folder on (`runs/cpu/ngram/s0`), any other as it is. For printing and tables only:
+    unlike `repo_named`'s, the name may not lead back to the path."""
     if path is None:
         return None
+    if not Path(path).is_absolute() and ".." not in Path(path).parts:  # a stored name (`repo_named`): as it is
+        return Path(path).as_posix()
     named = _in_repo(path)
     if named is not None:
         return named

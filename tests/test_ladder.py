@@ -191,6 +191,15 @@ def test_a_path_is_shown_as_the_repository_names_it(path, named):
     assert repo_named("/tmp/myruns/runs/cpu/ngram/s0") == "/tmp/myruns/runs/cpu/ngram/s0"  # stored: leads back
 
 
+def test_a_stored_name_is_shown_as_it_is_from_a_notebook_s_folder(monkeypatch):
+    """Records store run folders relative to the repository; a chapter reads them with notebooks/ as its folder."""
+    from frontier.records import REPO, shown_path
+
+    monkeypatch.chdir(REPO / "notebooks")
+    assert shown_path("runs/cpu/docstrings/baseline/s1") == "runs/cpu/docstrings/baseline/s1"
+    assert shown_path("../runs/cpu/docstrings/baseline/s1") == "runs/cpu/docstrings/baseline/s1"
+
+
 def test_the_writeups_endpoints_are_never_on_our_axis():
     fig = ladder.ladder_figure(ladder.ladder_rows(_results()))
     ours = fig.axes[0]

@@ -55,6 +55,16 @@ def test_committed_notebook_ran_top_to_bottom(ipynb):
     assert _images(nb) >= _saved_figures(ipynb), "every figure the chapter saves must also show as an image"
 
 
+@pytest.mark.parametrize("ipynb", CHAPTERS, ids=lambda p: p.stem)
+def test_committed_outputs_name_paths_as_the_repository_does(ipynb):
+    """A reader sees `runs/...`: not the notebook's own folder in front of a stored name, nor the checkout that
+    happened to execute the chapter."""
+    nb = nbformat.read(ipynb, as_version=4)
+    text = json.dumps([o for c in nb.cells if c.cell_type == "code" for o in c.outputs])
+    for wrong in ("notebooks/runs/", "/tmp/wt-", str(NOTEBOOKS.parent) + "/"):
+        assert wrong not in text, f"{ipynb.name} shows a path as {wrong!r}...: print paths through records.shown_path"
+
+
 def test_every_committed_figure_is_drawn_by_a_chapter_or_a_readme_command():
     """A figure nothing draws any more is stale: a reader browsing figures/ would take it for a current result. A
     figure is current when a chapter draws it, or when a `frontier ... --figure figures/X.png` command the README
