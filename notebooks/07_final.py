@@ -297,10 +297,10 @@ print(f"document by document the final is better on {int((per_doc > 0).sum())} o
 # `frontier retrain RUN_DIR --out DIR` trains a recorded run again, whole, from its config and seed, and writes
 # both sides (steps, val and test bpb, the machines) to a bench record of kind `retrain`. Under the steps rule the
 # budget buys the same steps on any machine, so the steps must agree; the scores may differ only by how another CPU
-# or thread count rounds. The runs below were trained again on hosts of the same CPU model (the machine column), three
-# of them at another thread count, and two, the final's seed 0 among them, on the AVX2 vector kernels forced on the
-# AVX512 host: a stand-in for an older CPU, whose rounding moved the scores by under 3e-7 where the final's seeds
-# differ by 0.003 (docs/log.md). A second CPU model itself is not shown. `ngram/s0` is seed 0 of `ngram`, the rung the
+# or thread count rounds. The runs below were trained again on hosts of the same CPU model (the machine column), four
+# of them at another thread count, and three, the final's seeds 0 and 1 among them, on the AVX2 vector kernels forced
+# on the AVX512 host: a stand-in for an older CPU, whose rounding moved the scores by under 5e-7 where the final's
+# seeds differ by 0.003 (docs/log.md). A second CPU model itself is not shown. `ngram/s0` is seed 0 of `ngram`, the rung the
 # final is built on, on the n-gram tables before the profile sized them for this corpus, `ngram/s0-3` the same seed
 # on the tables it has now. Runs reproduce another way too: `ngram-momentum`, trained under the schedule screen's
 # label and again under its own, gave the same steps and identical scores on each seed (docs/log.md); and the
