@@ -67,8 +67,9 @@ def test_a_run_whose_cost_the_table_measured_again_since_buys_its_steps_at_its_o
     old["budget"]["cost"]["record"] = "runs/bench/smoke/costs-earlier.json"
     (moved / "result.json").write_text(json.dumps(old))
     result = retrain(moved, tmp_path / "again", data=smoke_data.folder, device="cpu", record_dir=tmp_path / "b",
-                     log=lambda m: None, threads=1)
-    assert result["command"][-2:] == ["--threads", "1"]  # what the caller set, in the reproducing command
+                     log=lambda m: None)
+    threads = str(result["here"]["hardware"]["torch_threads"])
+    assert result["command"][-2:] == ["--threads", threads]  # the threads it ran at, in the reproducing command
     assert result["same_steps"] and result["here"]["budget"]["cost"]["record"] == "runs/bench/smoke/costs-earlier.json"
 
 

@@ -52,8 +52,7 @@ def cmd_retrain(a) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
-    print(format_retrain(retrain(a.run, a.out, data=a.data, device=a.device, record_dir=a.record_dir,
-                                 threads=a.threads)))
+    print(format_retrain(retrain(a.run, a.out, data=a.data, device=a.device, record_dir=a.record_dir)))
     return 0
 
 

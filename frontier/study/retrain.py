@@ -42,8 +42,8 @@ def steps_of(rec: dict, table: dict[str, StepCost] | None = None) -> tuple[int |
         fields = {f.name for f in dataclasses.fields(StepCost)} - {"key"}
         theirs = StepCost(key=key, **{k: v for k, v in budget["cost"].items() if k in fields})
         now = (load_table() if table is None else table).get(key)
-        changed = [f for f in ("step_s", "fixed_s", "count_s_per_token")
-                   if now is not None and getattr(now, f) != getattr(theirs, f)]
+        changed = [] if now is None else [f for f in ("step_s", "fixed_s", "count_s_per_token")
+                                          if getattr(now, f) != getattr(theirs, f)]
         if now is not None and not changed:
             why = "the steps rule at the committed table's cost buys them again"
         else:
@@ -59,9 +59,8 @@ def steps_of(rec: dict, table: dict[str, StepCost] | None = None) -> tuple[int |
 
 
 def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None, device: str = "auto",
-            record_dir: str | Path | None = None, log=print, threads: int | None = None) -> dict:
-    """Train the run in `run_dir` again into `out` and write the comparison as a bench record (see the module).
-    `threads`: the torch threads the caller set (`--threads`), for the record's reproducing command."""
+            record_dir: str | Path | None = None, log=print) -> dict:
+    """Train the run in `run_dir` again into `out` and write the comparison as a bench record (see the module)."""
     run_dir, out = Path(run_dir), Path(out)
     rec = records.load_record(run_dir)
     if rec.get("status") != "finished":
@@ -84,22 +83,26 @@ def retrain(run_dir: str | Path, out: str | Path, data: str | Path | None = None
         return {"steps": r["steps"], "epochs": records.epochs_read(r), **{k: r.get(k) for k in SCORES},
                 "hardware": r.get("hardware"), "code": r.get("code"), "budget": r.get("budget")}
 
-    body = {"run": records.repo_named(run_dir), "retrained": records.repo_named(out), "steps_rule": steps is None, "why": why,
-            "record_side": side(rec), "here": side(new), "same_steps": new["steps"] == rec["steps"],
+    body = {"run": records.repo_named(run_dir), "retrained": records.repo_named(out), "steps_rule": steps is None,
+            "why": why, "record_side": side(rec), "here": side(new), "same_steps": new["steps"] == rec["steps"],
             "differences": {k: new[k] - rec[k] for k in SCORES if rec.get(k) is not None and new.get(k) is not None}}
-    caps = [f"{k}={v}" for k, v in sorted(((new.get("hardware") or {}).get("isa_caps") or {}).items())]
-    command = caps + bench_records.cli_command("retrain", [str(run_dir)], {"--out": str(out), "--data": data,
-                                                                          "--threads": threads})
+    hw = new.get("hardware") or {}  # the threads and kernel caps it ran under, so that the command reproduces it
+    command = _caps(hw) + bench_records.cli_command("retrain", [str(run_dir)], {
+        "--out": str(out), "--data": data, "--threads": hw.get("torch_threads")})
     result = bench_records.bench_record("retrain", {"run": str(run_dir), "out": str(out), "data": data}, command,
                                         "frontier.study.retrain.retrain", body, path, cpu=dev.backend == "cpu")
     return result
 
 
+def _caps(hw: dict) -> list[str]:
+    """The kernel caps a hardware record names (`records.ISA_CAPS`), as NAME=value."""
+    return [f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items())]
+
+
 def machine(hw: dict) -> str:
     """A side's machine as its hardware record names it: the CPU, its id and vector kernels (with any caps that held
     them back: `records.ISA_CAPS`) where recorded, and the torch threads."""
-    kernels = ", ".join(filter(None, [hw.get("cpu_id"), hw.get("cpu_isa"),
-                                      *(f"{k}={v}" for k, v in sorted((hw.get("isa_caps") or {}).items()))]))
+    kernels = ", ".join(filter(None, [hw.get("cpu_id"), hw.get("cpu_isa"), *_caps(hw)]))
     return f"{hw.get('cpu')}" + (f" ({kernels})" if kernels else "") + f", {hw.get('torch_threads')} thread(s)"
 
 
