@@ -100,7 +100,7 @@ def _importer(top, folder: Path, name: str, loaded: dict):
 
     def _relative(name_, fromlist, level):
         base, pkg = folder, name.rpartition(".")[0]
-        if "." in name and level - 1 > pkg.count(".") or "." not in name and level > 1:
+        if level > (pkg.count(".") + 1 if pkg else 1):  # a path target has its own folder to reach, no more
             raise ImportError(f"{name}: a relative import {'.' * level}{name_} beyond its top-level package")
         for _ in range(level - 1):
             base, pkg = base.parent, pkg.rpartition(".")[0]
