@@ -76,8 +76,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, operand, sum_parts,
-                    transpose_in, zero_hbm)
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
+                    operand, sum_parts, transpose_in, zero_hbm)
 
 VCHUNK = 512  # forward vocabulary chunk: one PSUM bank of fp32
 CACHE_BYTES = 96 * 1024  # SBUF per partition for a token block's cached tiles (pos_block=0)
@@ -351,7 +351,7 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
     n, d = hidden.shape
     v = w.shape[0]
     pmax = nl.tile_size.pmax
-    dch, och, vch = chunks(d, pmax), chunks(d, BANK_FP32), chunks(v, vb)
+    dch, vch = chunks(d, pmax), chunks(v, vb)
     kt_n = len(dch)
     subs = (vb + pmax - 1) // pmax
     nb = len(block)
@@ -406,28 +406,7 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
                 nisa.dma_copy(dst=_tile(dz_out, reg, r0 + t0, rows, v0, vw), src=t2)
             g = nl.ndarray((rows, vw), dtype=mdt, buffer=nl.sbuf)
             nisa.tensor_tensor(dst=g, data1=e, data2=wgt, op=nl.multiply, engine=nisa.engine.gpsimd)
-            gt = nl.ndarray((pmax, subs, pmax), dtype=mdt, buffer=nl.sbuf)
-            for s in range(len(sch)):
-                s0, sw = sch[s]
-                nisa.nc_transpose(dst=tp[0:sw, s * pmax:s * pmax + rows], data=g[:, s0:s0 + sw],
-                                  engine=nisa.engine.tensor)
-                nisa.tensor_copy(dst=gt[0:sw, s, 0:rows], src=tp[0:sw, s * pmax:s * pmax + rows],
-                                 engine=nisa.engine.vector)
-            for c0, cw in och:
-                for s in range(len(sch)):
-                    sw = sch[s][1]
-                    nisa.nc_matmul(dst=dh_ps[0:rows, c0:c0 + cw], stationary=gt[0:sw, s, 0:rows],
-                                   moving=wn[0:sw, s, c0:c0 + cw], accumulate=s > 0)
-            if ci == 0:
-                nisa.tensor_copy(dst=dha[0:rows, t, :], src=dh_ps[0:rows, 0:d], engine=nisa.engine.scalar)
-            else:
-                nisa.tensor_tensor(dst=dha[0:rows, t, :], data1=dha[0:rows, t, :], data2=dh_ps[0:rows, 0:d],
-                                   op=nl.add)
-            for s in range(len(sch)):
-                s0, sw = sch[s]
-                for c0, cw in och:
-                    nisa.nc_matmul(dst=ps[3 + s][0:sw, c0:c0 + cw], stationary=g[:, s0:s0 + sw],
-                                   moving=hs[0:rows, t, c0:c0 + cw], accumulate=t > 0)
+            linear_backward(g, sch, wn, hs, t, dha, ci == 0, dh_ps, ps[3:], t > 0, tp, nisa.engine.vector)
         for s in range(len(sch)):
             s0, sw = sch[s]
             accumulate_into(dw_out[v0 + s0:v0 + s0 + sw, :], ps[3 + s][0:sw, 0:d])

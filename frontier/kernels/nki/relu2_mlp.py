@@ -67,8 +67,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, operand, sum_parts,
-                    transpose_in, zero_hbm)
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
+                    operand, sum_parts, transpose_in, zero_hbm)
 
 CACHE_BYTES = 96 * 1024  # SBUF per partition for the token block's cached tiles in mlp_bwd (pos_block=0)
 MAX_BLOCK_TILES = 8  # at most this many token tiles per mlp_bwd block: its body's emitted instructions stay small
@@ -243,7 +243,7 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
     n, d = x.shape
     f = w1.shape[0]
     pmax = nl.tile_size.pmax
-    dch, och = chunks(d, pmax), chunks(d, BANK_FP32)
+    dch = chunks(d, pmax)
     kt_n = len(dch)
     subs = fb // pmax
     nb = len(block)
@@ -295,28 +295,7 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
             dh = nl.ndarray((rows, fbw), dtype=mdt, buffer=nl.sbuf)
             nisa.scalar_tensor_tensor(dst=dh, data=r, op0=nl.multiply, operand0=2.0, op1=nl.multiply,
                                       operand1=hd_ps[0:rows, 0:fbw])
-            dhT = nl.ndarray((pmax, subs, pmax), dtype=mdt, buffer=nl.sbuf)
-            for s in range(len(sch)):
-                s0, sw = sch[s]
-                nisa.nc_transpose(dst=tp[0:sw, s * pmax:s * pmax + rows], data=dh[:, s0:s0 + sw],
-                                  engine=nisa.engine.tensor)
-                nisa.tensor_copy(dst=dhT[0:sw, s, 0:rows], src=tp[0:sw, s * pmax:s * pmax + rows],
-                                 engine=nisa.engine.scalar)
-            for c0, cw in och:
-                for s in range(len(sch)):
-                    sw = sch[s][1]
-                    nisa.nc_matmul(dst=dx_ps[0:rows, c0:c0 + cw], stationary=dhT[0:sw, s, 0:rows],
-                                   moving=w1n[0:sw, s, c0:c0 + cw], accumulate=s > 0)
-            if f0 == 0:
-                nisa.tensor_copy(dst=dxa[0:rows, t, :], src=dx_ps[0:rows, 0:d], engine=nisa.engine.scalar)
-            else:
-                nisa.tensor_tensor(dst=dxa[0:rows, t, :], data1=dxa[0:rows, t, :], data2=dx_ps[0:rows, 0:d],
-                                   op=nl.add)
-            for s in range(len(sch)):
-                s0, sw = sch[s]
-                for c0, cw in och:
-                    nisa.nc_matmul(dst=dw1_ps[s][0:sw, c0:c0 + cw], stationary=dh[:, s0:s0 + sw],
-                                   moving=xs[0:rows, t, c0:c0 + cw], accumulate=acc)
+            linear_backward(dh, sch, w1n, xs, t, dxa, f0 == 0, dx_ps, dw1_ps, acc, tp, nisa.engine.scalar)
             for k in range(kt_n):
                 d0, dk = dch[k]
                 nisa.nc_matmul(dst=dw2_ps[0:dk, k * fb:k * fb + fbw], stationary=dys[0:rows, t, d0:d0 + dk],

@@ -1,5 +1,6 @@
 """What the matmul kernels (head_ce, relu2_mlp, newton_schulz) share: PSUM's banks, chunking, operand dtypes,
-TensorE transposes, the token tiles of each core at LNC=2, and the HBM sums the backward kernels end with.
+TensorE transposes, the token tiles of each core at LNC=2, the HBM sums the backward kernels end with, and the
+backward of a linear layer over one token tile (the head's and the MLP's).
 
 Kernel code like the kernels themselves (NKI 0.7 traces Python, so a kernel may call helpers of another module, as
 AWS's nki-library does from `nkilib.core.utils`): it imports `nki` at module level and is imported by the kernels
@@ -82,3 +83,34 @@ def accumulate_into(out, acc_ps):
     nisa.dma_copy(dst=buf, src=out)
     nisa.tensor_tensor(dst=buf, data1=buf, data2=acc_ps, op=nl.add)
     nisa.dma_copy(dst=out, src=buf)
+
+
+def linear_backward(g, sch, wn, xs, t, dxa, first, dx_ps, dw_ps, accumulate, tp, copy_engine):
+    """One token tile of a linear layer's backward, over one block of its output columns.
+
+    g (rows, block columns) is the gradient at the layer's output; sch its column chunks of at most pmax; wn
+    (pmax, chunks, d) the block's weight rows by chunk; xs[0:rows, t, :] the tile's input. Then
+    dxa[0:rows, t, :] = g W (+= unless `first`), through dx_ps, and dw_ps[s] (+)= g[:, chunk s]^T x, accumulating
+    in PSUM across tiles when `accumulate`. g's transposes go through tp; copy_engine copies them out of PSUM."""
+    pmax = nl.tile_size.pmax
+    rows, d = g.shape[0], wn.shape[2]
+    och = chunks(d, BANK_FP32)
+    gt = nl.ndarray((pmax, wn.shape[1], pmax), dtype=g.dtype, buffer=nl.sbuf)
+    for s in range(len(sch)):
+        s0, sw = sch[s]
+        nisa.nc_transpose(dst=tp[0:sw, s * pmax:s * pmax + rows], data=g[:, s0:s0 + sw], engine=nisa.engine.tensor)
+        nisa.tensor_copy(dst=gt[0:sw, s, 0:rows], src=tp[0:sw, s * pmax:s * pmax + rows], engine=copy_engine)
+    for c0, cw in och:
+        for s in range(len(sch)):
+            sw = sch[s][1]
+            nisa.nc_matmul(dst=dx_ps[0:rows, c0:c0 + cw], stationary=gt[0:sw, s, 0:rows],
+                           moving=wn[0:sw, s, c0:c0 + cw], accumulate=s > 0)
+    if first:
+        nisa.tensor_copy(dst=dxa[0:rows, t, :], src=dx_ps[0:rows, 0:d], engine=nisa.engine.scalar)
+    else:
+        nisa.tensor_tensor(dst=dxa[0:rows, t, :], data1=dxa[0:rows, t, :], data2=dx_ps[0:rows, 0:d], op=nl.add)
+    for s in range(len(sch)):
+        s0, sw = sch[s]
+        for c0, cw in och:
+            nisa.nc_matmul(dst=dw_ps[s][0:sw, c0:c0 + cw], stationary=g[:, s0:s0 + sw],
+                           moving=xs[0:rows, t, c0:c0 + cw], accumulate=accumulate)
