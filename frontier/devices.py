@@ -117,19 +117,21 @@ def tune_malloc() -> dict:
     return _MALLOC_STATE
 
 
+# The values ATEN_CPU_CAPABILITY takes (torch's aten/src/ATen/native/DispatchStub.cpp, compute_cpu_capability).
+CPU_CAPABILITIES = ("default", "avx2", "avx512", "vsx", "zvector", "sve256")
+
+
 def compile_cache_apart() -> str | None:
     """Where ATEN_CPU_CAPABILITY holds torch's CPU kernels back (a stand-in for an older CPU, `records.ISA_CAPS`) and
     Inductor's cache folder (TORCHINDUCTOR_CACHE_DIR) is unset or its default, point it at a folder of the kernel
     set's own (the default folder and `-avx2`, ...) and return that; None otherwise (a folder the user named stays
     theirs). Inductor's on-disk cache is not kept apart by the variable: a compiled run under `avx2` that found the
     machine's own compiled kernels there lost its loss to NaN at the first step (docs/log.md). Processes started from
-    this one inherit both variables, so they agree. Not a knob: it changes where compiled kernels are kept, not what
-    is trained."""
+    this one inherit both variables, so they agree; one that inherited a moved folder without the capability (its
+    machine's own kernels) is sent back to the default. Not a knob: it changes where compiled kernels are kept, not
+    what is trained."""
     import os
 
-    capability = os.environ.get("ATEN_CPU_CAPABILITY")
-    if not capability:
-        return None
     try:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:  # an older torch, before cache_dir_utils: beside the other runtime helpers
@@ -139,7 +141,12 @@ def compile_cache_apart() -> str | None:
             return None
 
     default = os.path.abspath(default_cache_dir())
-    apart, named = f"{default}-{capability.lower()}", os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    capability, named = os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if not capability:
+        if named is not None and os.path.abspath(named) in {f"{default}-{c}" for c in CPU_CAPABILITIES}:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]  # a folder this function made for a kernel set not in force
+        return None
+    apart = f"{default}-{capability.lower()}"
     if named is not None and os.path.abspath(named) not in (default, apart):  # a folder the user chose: theirs
         return None
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = apart

@@ -200,3 +200,7 @@ def test_a_held_back_kernel_set_compiles_into_a_cache_of_its_own(monkeypatch, tm
     assert devices.compile_cache_apart() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path)
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
     assert devices.compile_cache_apart() == os.path.abspath(default_cache_dir()) + "-avx2"
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")  # a child that inherited the moved folder, not the kernel set
+    assert devices.compile_cache_apart() is None and "TORCHINDUCTOR_CACHE_DIR" not in os.environ
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(default_cache_dir()) + "-mine")  # not one of ours
+    assert devices.compile_cache_apart() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"].endswith("-mine")
