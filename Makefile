@@ -49,7 +49,7 @@ GPU_BUDGET ?= 90
 gpu-check:
 	mkdir -p $(GPU_OUT)
 	PYTHONPATH=. $(PY) -m pytest -q tests/test_cuda.py 2>&1 | tee $(GPU_OUT)/test-cuda.log
-	PYTHONPATH=. $(PY) -m frontier prepare --out $(GPU_OUT)/data-v8192 --vocab-size 8192 2>&1 | tee $(GPU_OUT)/prepare.log
+	PYTHONPATH=. $(PY) -m frontier prepare --corpus embedded --out $(GPU_OUT)/data-v8192 --vocab-size 8192 2>&1 | tee $(GPU_OUT)/prepare.log
 	PYTHONPATH=. $(PY) -m frontier bench baseline compile --profile gpu --device cuda --steps 20 --repeats 3 \
 		--data $(GPU_OUT)/data-v8192 2>&1 | tee $(GPU_OUT)/bench.log
 	PYTHONPATH=. $(PY) -m frontier train --recipe compile --profile gpu --device cuda --budget $(GPU_BUDGET) \

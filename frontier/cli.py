@@ -74,6 +74,7 @@ def cmd_train(a) -> int:
     else:
         if not a.recipe:
             raise UserError("train needs --recipe NAME (or --resume RUN_DIR)", "see `frontier recipes` for the names")
+        a.profile, a.seed = a.profile or "cpu", 0 if a.seed is None else a.seed  # a new run's defaults
         recipe, profile, ema, ngram, optim = train_settings(a)  # bad names fail before any data is read
         data, nproc = a.data, a.nproc or profile.nproc
 
@@ -250,17 +251,19 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_prepare)
 
     s = sub.add_parser("train", help="train a recipe within a budget", description="Train a recipe; the last line is val_bpb=<value>.")
-    s.add_argument("--recipe", help="recipe name (see `frontier recipes`), or 'best'")
-    s.add_argument("--profile", default="cpu", help="scale: smoke, cpu, gpu, trn2 (default cpu)")
+    s.add_argument("--recipe", help="recipe name (see `frontier recipes`; 'final' is the ladder's last rung), or 'best'")
+    s.add_argument("--profile", help="scale: smoke, cpu, gpu, trn2 (default cpu)")
     s.add_argument("--data", help="dataset folder from `frontier prepare`; the model takes its vocabulary (default: "
                                   "the profile's corpus at its vocabulary: `frontier profiles`)")
     g = s.add_mutually_exclusive_group()
     g.add_argument("--budget", type=positive_float, metavar="SECONDS", help="charged seconds (default: the profile's)")
     g.add_argument("--steps", type=positive_int, metavar="N", help="train exactly N steps instead of a budget")
     s.add_argument("--device", default="auto", choices=DEVICES)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, help="the run's seed (default 0)")
     s.add_argument("--out", metavar="RUN_DIR", help="run folder (default runs/PROFILE/RECIPE-sSEED-TIME)")
-    s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run")
+    s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run in its own folder, with its own "
+                   "recipe, profile, seed, steps or budget, and settings (--data, --device, --nproc may point "
+                   "elsewhere)")
     s.add_argument("--strict", action="store_true", help="make silent slow paths errors (e.g. recompiling after warm-up)")
     s.add_argument("--kernels", choices=("reference", "interpreter", "nki"),
                    help="what runs the fused ops (RMSNorm, RoPE, MLP, head + cross-entropy, Newton-Schulz, AdamW): "

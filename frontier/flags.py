@@ -111,11 +111,14 @@ def add_setting_flags(s) -> None:
 
 def resumed_run(a):
     """`frontier train --resume RUN_DIR`: (the run's record, its config), once no flag asks to change what the run
-    continues (its kernels, EMA, n-gram and optimiser settings, its clock)."""
+    continues (its recipe, profile, seed, steps or budget, folder, kernels, EMA, n-gram and optimiser settings, its
+    clock)."""
     from .config import RunConfig
     from .records import load_record
 
-    for flag, given in (("--kernels", a.kernels), ("--ema-* flags", any(getattr(a, f) is not None for f in EMA_FLAGS)),
+    for flag, given in (("--recipe", a.recipe), ("--profile", a.profile), ("--seed", a.seed is not None),
+                        ("--steps", a.steps), ("--budget", a.budget), ("--out", a.out), ("--kernels", a.kernels),
+                        ("--ema-* flags", any(getattr(a, f) is not None for f in EMA_FLAGS)),
                         ("--ngram", a.ngram), ("--optim", a.optim)):
         if given:
             them = "them" if flag.endswith("flags") else "it"

@@ -210,3 +210,16 @@ def test_sigint_saves_and_resume_matches_an_uninterrupted_run(smoke_data, tmp_pa
     assert resumed["status"] == "finished" and resumed["steps"] == int(steps)
     assert resumed["curve"]["train_loss"] == full["curve"]["train_loss"]
     assert resumed["val_bpb"] == full["val_bpb"]
+
+
+@pytest.mark.parametrize("flag", [["--recipe", "final"], ["--profile", "cpu"], ["--seed", "0"], ["--steps", "3"],
+                                  ["--budget", "9"], ["--out", "elsewhere"], ["--kernels", "reference"],
+                                  ["--ngram", "slots_short=256"], ["--optim", "matrix_lr=0.04"]])
+def test_a_resumed_run_refuses_flags_that_would_change_it(flag, capsys):
+    """--resume continues the run's own config, seed, steps and folder: a flag that would train something else is
+    one error line naming it, before anything is read (the run folder need not exist)."""
+    from frontier.cli import main
+
+    assert main(["train", "--resume", "somewhere", "--device", "cpu", *flag]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {flag[0]} cannot change a run being resumed; drop it") and "\n" not in err, err
