@@ -202,11 +202,11 @@ def test_cli_compare_paired(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["compare", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())  # the rule, as argparse wraps it
-    from frontier.study.compare import KEEP_ALPHA, repeats_needed
+    from frontier.study.compare import noise_rule
+    from frontier.study.ladder import latest_ladder_record
 
-    needs = [repeats_needed(0.005, sd, alpha=KEEP_ALPHA, paired=False) for sd in (0.0031, 0.0149)]
-    assert "How many seeds a claim needs here (cpu profile" in help_text
-    assert f"0.005 needs {needs[0]} seeds a group at ngram's spread and {needs[1]} at the baseline's" in help_text
+    assert "How many seeds a claim needs here (cpu profile" in help_text  # the committed ladder record's spreads
+    assert " ".join(noise_rule(latest_ladder_record("cpu", "docstrings")).split()) in help_text
 
 
 def test_repeats_needed_known_values_and_monotone():
@@ -331,3 +331,19 @@ def test_compare_alpha_moves_the_verdict_and_refuses_what_is_not_a_probability(t
     assert "better" not in capsys.readouterr().out.split("runs:")[0].splitlines()[-1]
     assert main(["compare", *runs, "--alpha", "0"]) == 2
     assert capsys.readouterr().err.strip().startswith("error: alpha 0 is not a probability")
+
+
+def test_the_help_sizes_seeds_from_the_ladder_record_it_names():
+    """`compare --help` reads the spreads from a ladder record (its baseline and its last rung with a spread), names
+    the record, and without one says how to get one: no figure is written into the help by hand."""
+    from frontier.study.compare import KEEP_ALPHA, noise_rule, repeats_needed
+
+    ladder = {"profile": "cpu", "corpus": "docstrings", "path": "runs/cpu/ladder/x.json",
+              "rows": [{"recipe": "baseline", "std": 0.015, "n": 5}, {"recipe": "-", "std": None},
+                       {"recipe": "final", "std": 0.003, "n": 5}]}
+    text = noise_rule(ladder)
+    need = [repeats_needed(0.005, sd, alpha=KEEP_ALPHA, paired=False) for sd in (0.003, 0.015)]
+    assert "runs/cpu/ladder/x.json" in text and "0.0030 for final and 0.0150 for baseline" in text
+    assert f"needs {need[0]} seeds a group at final's spread and {need[1]} at baseline's" in text
+    assert need[0] < need[1]
+    assert "frontier ladder" in noise_rule(None) and "seeds a group" not in noise_rule(None)

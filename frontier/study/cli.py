@@ -361,7 +361,8 @@ def register(sub) -> None:
     """Add the study commands to `sub` (the `frontier` parser's subcommands), and the record flags to its `kernels`
     command."""
     from ..devices import DEVICES
-    from .compare import ALPHA, KEEP_ALPHA, NOISE_RULE
+    from .compare import ALPHA, KEEP_ALPHA, noise_rule
+    from .ladder import latest_ladder_record
 
     s = sub.add_parser("card", help="a run's record card: score, reproducing command, settings, sizes, speed",
                        description="Print a run's record card (Markdown): val_bpb with its steps and its interval over "
@@ -379,7 +380,7 @@ def register(sub) -> None:
                                    "direction (lower val_bpb is better, higher tokens_per_s is better); a difference "
                                    "is called better or worse only beyond the noise. --paired pairs the runs of "
                                    "two groups by seed and tests the per-seed differences (paired t-test). "
-                                   + NOISE_RULE)
+                                   + noise_rule(latest_ladder_record("cpu", "docstrings")))
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
     s.add_argument("--by", default="run", help="how to group (default run: recipe + config hash + step limit + "
                                                "process count; coarser: "

@@ -39,17 +39,28 @@ ALPHA = 0.05  # `compare` (`frontier compare`): a difference is called better or
 KEEP_ALPHA = 0.01  # the rule for keeping a learning change is stricter: p < 0.01 ...
 POWER = 0.8
 
-# How many seeds a claim needs, from the seeds' spread on the docstrings corpus (chapter 06 measures it; records
-# runs/cpu/docstrings/ngram and baseline, the ladder's 5 seeds each).
-NOISE_RULE = (
-    "How many seeds a claim needs here (cpu profile, docstrings corpus, the ladder's 5 seeds a recipe; chapter 06): "
-    "the seed-to-seed std of val_bpb is 0.0031 for ngram and 0.0149 for the baseline. At the rule's p < 0.01, with "
-    "power 0.8 and unpaired groups, a difference of 0.005 needs 11 seeds a group at ngram's spread and 210 at the "
-    "baseline's (repeats_needed). "
-    "Under the steps rule the same recipe, seed and budget train the same steps anywhere, so pairing by seed "
-    "(--paired) removes the seed's share of the spread; a gain measured inside one run (val_bpb_live against "
-    "val_bpb_ema) is sharper still."
-)
+# How many seeds a claim needs, from the seeds' spread in the newest cpu ladder record (chapter 06 measures it).
+NOISE_DELTA = 0.005  # the difference the help's example sizes the seeds for
+
+
+def noise_rule(ladder: dict | None) -> str:
+    """`frontier compare --help`'s paragraph on how many seeds a claim needs, from a ladder record's spreads (its
+    first rung, the baseline, and its last with a spread, the final); without a record, how to get one."""
+    rows = [r for r in (ladder or {}).get("rows", []) if r.get("std")]
+    if len(rows) < 2:
+        return ("How many seeds a claim needs follows from the seeds' spread: `frontier ladder` records it, and "
+                "repeats_needed turns it into seeds.")
+    base, final = rows[0], rows[-1]
+    need = [repeats_needed(NOISE_DELTA, r["std"], alpha=KEEP_ALPHA, paired=False) for r in (final, base)]
+    return (f"How many seeds a claim needs here ({ladder['profile']} profile, {ladder['corpus']} corpus, the ladder's "
+            f"{final['n']} seeds a recipe: {ladder['path']}): the seed-to-seed std of val_bpb is {final['std']:.4f} "
+            f"for {final['recipe']} and {base['std']:.4f} for {base['recipe']}. At the rule's p < {KEEP_ALPHA:g}, "
+            f"with power {POWER:g} and unpaired groups, a difference of {NOISE_DELTA:g} needs {need[0]} seeds a "
+            f"group at {final['recipe']}'s spread and {need[1]} at {base['recipe']}'s (repeats_needed). "
+            "Under the steps rule the same recipe, seed and budget train the same steps anywhere, so pairing by seed "
+            "(--paired) removes the seed's share of the spread; a gain measured inside one run (val_bpb_live against "
+            "val_bpb_ema) is sharper still.")
+
 
 # The one rule every rung, sweep and ablation is judged by (chapter 06 explains it; `judge` and `keep` apply it to a
 # learning change, `judge_speed` to a speed change).
