@@ -79,7 +79,7 @@ def cmd_train(a) -> int:
         data, nproc = a.data, a.nproc or profile.nproc
 
     def default_run_dir(cfg) -> Path:
-        return Path("runs") / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
+        return Path("build") / "runs" / cfg.profile / f"{cfg.recipe}-s{a.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
 
     if nproc > 1 and not distributed.launched():  # the launcher: check what can be checked here, then torchrun
         dataset = _load_dataset(data, profile)  # prepared once, before the ranks open it
@@ -260,7 +260,8 @@ def build_parser(study: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--steps", type=positive_int, metavar="N", help="train exactly N steps instead of a budget")
     s.add_argument("--device", default="auto", choices=DEVICES)
     s.add_argument("--seed", type=int, help="the run's seed (default 0)")
-    s.add_argument("--out", metavar="RUN_DIR", help="run folder (default runs/PROFILE/RECIPE-sSEED-TIME)")
+    s.add_argument("--out", metavar="RUN_DIR", help="run folder (default build/runs/PROFILE/RECIPE-sSEED-TIME, "
+                   "which git ignores; a record to commit goes under runs/: runs/README.md)")
     s.add_argument("--resume", metavar="RUN_DIR", help="continue an interrupted run in its own folder, with its own "
                    "recipe, profile, seed, steps or budget, and settings (--data, --device, --nproc may point "
                    "elsewhere)")

@@ -8,7 +8,6 @@ core command line reaches the study tools); each command imports what it runs wh
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from ..data.corpus import CORPORA
 from ..errors import UserError
@@ -143,7 +142,7 @@ def cmd_bench(a) -> int:
 
 
 def cmd_bench_versions(a) -> int:
-    from .bench_records import cli_command
+    from .bench_records import cli_command, default_record_dir
     from .speed import format_versions, run_bench_versions
 
     recipes = [r for r in (a.recipes or "").split(",") if r.strip()]
@@ -152,20 +151,20 @@ def cmd_bench_versions(a) -> int:
                                                          "--rounds": a.rounds, "--device": a.device})
     result = run_bench_versions(a.versions, recipes, profile=a.profile, steps=a.steps, repeats=a.repeats,
                                 rounds=a.rounds, device=a.device,
-                                out=a.out or Path("runs") / a.profile / "bench", command=command)
+                                out=a.out or default_record_dir(a.profile), command=command)
     print(format_versions(result))
     print(f"bench record: {result['path']}")
     return 0
 
 
 def cmd_profile_step(a) -> int:
-    from .bench_records import cli_command
+    from .bench_records import cli_command, default_record_dir
     from .speed import format_profile, run_profile_step
 
     command = cli_command("profile-step", [a.recipe], {"--profile": a.profile, "--steps": a.steps,
                                                       "--device": a.device, "--kernels": a.kernels})
     result = run_profile_step(a.recipe, profile=a.profile, steps=a.steps, device=a.device, kernels=a.kernels,
-                              out=a.out or Path("runs") / a.profile / "bench", command=command)
+                              out=a.out or default_record_dir(a.profile), command=command)
     print(format_profile(result))
     print(f"bench record: {result['path']}")
     return 0
