@@ -23,11 +23,12 @@ def api_example(path: Path, heading: str) -> str:
 
 @pytest.mark.parametrize("path,heading", [(DOCS, "## The Python API"), (README, "## From Python")],
                          ids=["reference", "readme"])
-def test_the_documented_example_runs(tmp_path, path, heading):
-    scope = {"run_dir": tmp_path / "run"}
+def test_the_documented_example_runs(tmp_path, monkeypatch, path, heading):
+    monkeypatch.chdir(tmp_path)  # the example names its own run folder, under the current folder: as pasted
+    scope = {}
     exec(compile(api_example(path, heading), str(path), "exec"), scope)
     assert scope["rec"]["status"] == "finished" and scope["rec"]["steps"] == 4
-    assert (tmp_path / "run" / "checkpoint.pt").is_file()
+    assert (tmp_path / scope["run_dir"] / "checkpoint.pt").is_file()
 
 
 def test_the_documented_way_to_test_an_idea_runs(tmp_path, monkeypatch, capsys):

@@ -551,7 +551,8 @@ def register(sub) -> None:
                    help="a learning rung's gain at equal steps, read from the newest sweep record SWEEP in "
                         "ROOT/PROFILE/sweeps/: its row VARIANT paired with the sweep's base (`removes`: the variant is "
                         "the base without the rung's change); repeatable, e.g. "
-                        "--equal-steps ngram=ablation-final-420:bigram:removes --equal-steps ema=ablation-final-420:ema")
+                        "--equal-steps \"bigram=ablation-ngram-wide-400-docstrings:- bigram table:removes\" (README, \"Reproduce "
+                        "a number\")")
     s.add_argument("--figure", metavar="PNG", help="also draw the ladder's figure into PNG (e.g. figures/ladder_cpu.png)")
     s.set_defaults(func=cmd_ladder)
 
@@ -560,7 +561,9 @@ def register(sub) -> None:
                                    "mix, wider n-gram tables, weight average, attention gate) and for all of them at once (the baseline), "
                                    "the recipe without it, for seeds 0..N-1, at --steps N (equal steps) or at the "
                                    "profile's budget; print each part's paired gain, p and verdict, and keep the "
-                                   "table as a sweep record in ROOT/PROFILE/sweeps/ (ablation-RECIPE-STEPS).")
+                                   "table as a sweep record in ROOT/PROFILE/sweeps/ (ablation-RECIPE-STEPS or ablation-RECIPE-budget, "
+                                   "RECIPE the recipe's own name (final: ngram-wide), and -CORPUS on a corpus other "
+                                   "than the embedded one: ablation-ngram-wide-400-docstrings).")
     s.add_argument("--recipe", default="final", help="the recipe to take apart (default final)")
     s.add_argument("--profile", default="cpu", help="profile (default cpu)")
     s.add_argument("--steps", type=positive_int, default=None,

@@ -319,7 +319,7 @@ def parse_equal_steps(items: list[str], root: str | Path, profile: str) -> dict[
         parts = rest.split(":")
         if not eq or not key or len(parts) not in (2, 3) or not all(parts[:2]) or parts[2:] not in ([], ["removes"]):
             raise UserError(f"--equal-steps {item!r} is not RUNG=SWEEP:VARIANT[:removes] or RUNG={WITHIN_RUNS}",
-                            "pass e.g. --equal-steps ngram=ablation-final-420:bigram:removes")
+                            "pass e.g. --equal-steps \"bigram=ablation-ngram-wide-400-docstrings:- bigram table:removes\"")
         sweep = newest_sweep(root, profile, parts[0])
         if sweep is None:
             raise UserError(f"no sweep record named {parts[0]!r} in {Path(root) / profile / 'sweeps'}",
@@ -510,7 +510,7 @@ def regime_cell(row: dict) -> str:
 
 def equal_steps_cell(row: dict) -> str:
     """A learning rung's gain at equal steps from its sweep: '+0.0020, p = 0.023 (3 seeds, 420 steps: `ema` over
-    `ngram`, sweep ablation-final-420)'; 'not measured' without one; empty for other rows."""
+    `ngram`, sweep ablation-ngram-wide-420-docstrings)'; 'not measured' without one; empty for other rows."""
     e = row.get("equal_steps")
     if e:
         return (f"{e['gain']:+.4f}{_p(e['p'])} ({_seeds(e['seeds'])}, {steps_span(e.get('steps_seen'), e['steps'])}: "
