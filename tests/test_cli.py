@@ -228,3 +228,22 @@ assert study == [], study
 """
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
+
+
+def test_eval_errors_give_the_fix_in_flags(smoke_data, tmp_path, capsys):
+    """eval's refusals speak the command line's words: a committed record without its checkpoint names
+    `frontier retrain`; a run without an EMA or n-gram tables names the flag to drop."""
+    import shutil
+
+    from frontier.recipes import resolve
+    from frontier.train.trainer import train
+
+    train(resolve("baseline", "smoke"), smoke_data, tmp_path / "b", "cpu", seed=0, steps=2, progress=False)
+    code, out, err = main_cli(capsys, "eval", "--run", str(tmp_path / "b"), "--weights", "ema", "--device", "cpu")
+    assert_one_line_error(code, err, "has no EMA", "pass --weights live, or drop --weights")
+    code, out, err = main_cli(capsys, "eval", "--run", str(tmp_path / "b"), "--adaptive", "--device", "cpu")
+    assert_one_line_error(code, err, "no n-gram tables", "drop --adaptive")
+    (tmp_path / "record").mkdir()
+    shutil.copy(tmp_path / "b" / "result.json", tmp_path / "record" / "result.json")  # as committed: no checkpoint
+    code, out, err = main_cli(capsys, "eval", "--run", str(tmp_path / "record"), "--device", "cpu")
+    assert_one_line_error(code, err, "checkpoints are not committed", f"frontier retrain {tmp_path / 'record'} --out")

@@ -37,6 +37,11 @@ def load(run_dir: str | Path, name: str = CHECKPOINT) -> dict:
     """A run folder's checkpoint, brought to today's fields (the config as a `RunConfig` under `run_config`)."""
     path = Path(run_dir) / name
     if not path.is_file():
+        if (Path(run_dir) / "result.json").is_file():  # a run's record without its checkpoint: a committed record
+            raise UserError(f"{str(run_dir)!r} holds a run's record but not its {name} (checkpoints are not "
+                            "committed)", "train it again with frontier.study.retrain.retrain(run_dir, out) and "
+                            "pass that folder", cli=f"train it again (`frontier retrain {run_dir} --out DIR`), then "
+                            "pass --run DIR")
         raise UserError(f"{str(run_dir)!r} has no {name}", "pass a run folder written by `frontier train`")
     state = torch.load(path, map_location="cpu", weights_only=False)
     state.setdefault("early_fracs", [])  # checkpoints older than the replay of the schedules' first fractions
@@ -69,7 +74,8 @@ def load_run_model(run_dir: str | Path, device: torch.device | str = "cpu",
     cfg = state["run_config"]
     if weights == "ema" and cfg.train.ema is None:
         raise UserError(f"the run in {str(run_dir)!r} has no EMA of its weights",
-                        "evaluate its live weights (weights='live', or None)")
+                        "evaluate its live weights (weights='live', or None)",
+                        cli="pass --weights live, or drop --weights")
     model = build_model(cfg)
     load_weights(model, state["model"])
     if cfg.train.ema is not None and weights != "live":

@@ -65,7 +65,8 @@ def evaluate_run(run_dir: str | Path, dataset: Dataset | None = None, device: De
             f"{rec['data']['manifest_hash']})")
     if adaptive and getattr(model, "ngram", None) is None:
         raise UserError(f"the run in {str(run_dir)!r} ({cfg.recipe}) has no n-gram tables for --adaptive to count "
-                        "into", "evaluate it with adaptive=False, or pass a run of an n-gram recipe")
+                        "into", "evaluate it with adaptive=False, or pass a run of an n-gram recipe",
+                        cli="drop --adaptive, or pass a run of an n-gram recipe")
     score = score_model(model, cfg, dataset, device)
     if not adaptive:
         return score
