@@ -131,6 +131,12 @@ def test_bad_arguments_are_one_line_too(smoke_data, capsys):
     assert_one_line_error(code, err, "--batches chooses what --costs measures", "add --costs")
     code, out, err = main_cli(capsys, "bench", "--costs", "--batches", "--profile", "gpu")
     assert_one_line_error(code, err, "profile 'gpu' has no batch sizes to screen")
+    code, out, err = main_cli(capsys, "kernels", "--census", "smoke", "--ops", "bogus")
+    assert_one_line_error(code, err, "no op named bogus", "choose among rmsnorm")
+    for flag, value, mode in (("--ops", "rmsnorm", "--census"), ("--tokens", "5", "--accuracy"),
+                              ("--layers", "2", "--roofline"), ("--width", "64", "--roofline")):
+        code, out, err = main_cli(capsys, "kernels", flag, value)
+        assert_one_line_error(code, err, f"{flag} chooses what {mode} measures", f"add {mode} PROFILE, or drop {flag}")
     code, out, err = main_cli(capsys, "bench", "--costs", "--batches", "0", "--profile", "smoke")
     assert_one_line_error(code, err, "a batch size is a positive number of sequences", "--batches 8 32")
 

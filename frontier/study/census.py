@@ -16,6 +16,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import records
+from ..errors import UserError
 from ..kernels import interpreted, op_cases
 from ..kernels.interpreter import Counts
 from ..recipes import resolve
@@ -38,8 +39,12 @@ def _sum(counts: list[Counts]) -> dict:
 
 def census(profile: str, recipe: str = "baseline", ops: list[str] | None = None, log=print) -> dict:
     cfg = resolve(recipe, profile)
+    cases = list(op_cases(cfg, torch.device("cpu")))
+    unknown = sorted(set(ops or ()) - {op for op, _ in cases})
+    if unknown:
+        raise UserError(f"no op named {', '.join(unknown)} to count", f"choose among {', '.join(op for op, _ in cases)}")
     rows = []
-    for op, fn in op_cases(cfg, torch.device("cpu")):
+    for op, fn in cases:
         if ops and op not in ops:
             continue
         ref = fn("reference")

@@ -55,11 +55,19 @@ def cmd_retrain(a) -> int:
     return 0
 
 
+ACCURACY_TOKENS = 256  # `kernels --accuracy`: positions at the activation kernels
+
+
 def cmd_kernel_record(a) -> int | None:
     """`frontier kernels --roofline/--accuracy/--census PROFILE`: the kernels measured, as a record (None when none
     of those flags is given: the kernels command then lists the ops)."""
     from ..recipes import resolve
 
+    for flag, given, mode in (("--ops", a.ops, "--census"), ("--tokens", a.tokens, "--accuracy"),
+                              ("--layers", a.layers, "--roofline"), ("--width", a.width, "--roofline")):
+        if given is not None and not getattr(a, mode[2:]):
+            raise UserError(f"{flag} chooses what {mode} measures, and {mode} is not given",
+                            f"add {mode} PROFILE, or drop {flag}")
     if a.roofline:
         from .bench_records import default_record_dir, write_bench_record
         from .roofline import format_roofline, record_path, roofline
@@ -80,7 +88,7 @@ def cmd_kernel_record(a) -> int | None:
         path = new_record_path(a.out or default_record_dir(a.accuracy), "kernel-accuracy", [a.accuracy])
         code = records.code_version()
         result = {"record": "frontier-kernel-accuracy", "profile": a.accuracy,
-                  **accuracy(resolve("baseline", a.accuracy), a.tokens),
+                  **accuracy(resolve("baseline", a.accuracy), a.tokens or ACCURACY_TOKENS),
                   "trained_smoke": verify_trained(profile_dataset("smoke", log=lambda *x: None), steps=150),
                   "code": code, "hardware": records.hardware(), "command": ["frontier", *a.argv]}
         print(format_accuracy(result))
@@ -90,7 +98,7 @@ def cmd_kernel_record(a) -> int | None:
         from .bench_records import default_record_dir, new_record_path, write_bench_record
         from .census import census, format_census
 
-        result = census(a.census, ops=a.ops.split(",") if a.ops else None)
+        result = census(a.census, ops=[o.strip() for o in a.ops.split(",") if o.strip()] if a.ops else None)
         result["command"] = sys.argv
         path = new_record_path(a.out or default_record_dir(a.census), "kernel-census", [a.census])
         print(format_census(result))
@@ -585,13 +593,13 @@ def register(sub) -> None:
     s.add_argument("--accuracy", metavar="PROFILE", help="every NKI kernel in the interpreter against float64, fp32 "
                    "and bf16, at PROFILE's widths, and on a smoke checkpoint's activations after 150 steps (a JSON "
                    "record; trn2's widths take a few minutes)")
-    s.add_argument("--tokens", type=positive_int, default=256, help="with --accuracy: positions at the activation "
-                   "kernels (default 256)")
+    s.add_argument("--tokens", type=positive_int, help="with --accuracy: positions at the activation "
+                   f"kernels (default {ACCURACY_TOKENS})")
     s.add_argument("--roofline", metavar="PROFILE", help="predict one training step on a NeuronCore-v3 at PROFILE's "
                    "shapes, PyTorch reference against the NKI kernels, by a cost model from counted FLOPs and HBM "
                    "bytes (a JSON record; trn2's shapes take about ten minutes in the interpreter)")
     s.add_argument("--layers", type=positive_int, help="with --roofline: another depth")
     s.add_argument("--width", type=positive_int, help="with --roofline: another width (heads of the profile's size)")
-    s.add_argument("--out", metavar="PATH", help="with --census or --roofline: the JSON record, a new .json file or a folder "
+    s.add_argument("--out", metavar="PATH", help="with --census, --accuracy or --roofline: the JSON record, a new .json file or a folder "
                    "(default runs/bench/PROFILE/)")
     s.set_defaults(kernel_record=cmd_kernel_record)
