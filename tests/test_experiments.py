@@ -47,6 +47,17 @@ def test_a_record_of_other_code_is_reused_only_after_a_replay_reproduces_it(tmp_
     assert json.loads(check.read_text())["reproduced"] is True
 
 
+def test_replay_no_write_checks_without_leaving_a_verdict(tmp_path, smoke_data, capsys):
+    from frontier.cli import main
+
+    a = _run(tmp_path, smoke_data, [])
+    _pretend_other_code(a["run_dir"])
+    check = Path(a["run_dir"]) / f"replay-{records.code_version()['training_sha256']}.json"
+    assert main(["replay", a["run_dir"], "--device", "cpu", "--no-write"]) == 0
+    assert "reproduced" in capsys.readouterr().out and not check.exists()
+    assert main(["replay", a["run_dir"], "--device", "cpu"]) == 0 and check.exists()
+
+
 def test_a_record_of_code_that_differs_only_in_the_study_tools_needs_no_replay(tmp_path, smoke_data):
     logs = []
     a = _run(tmp_path, smoke_data, logs, steps=3)

@@ -38,7 +38,7 @@ def cmd_replay(a) -> int:
     device, failed = select_device(a.device), 0
     for run in a.runs:
         rec = load_record(run)
-        check = verify(run, rec, run_dataset(rec["data"], a.data), device, log=lambda m: None)
+        check = verify(run, rec, run_dataset(rec["data"], a.data), device, log=lambda m: None, write=not a.no_write)
         failed += not check["reproduced"]
         print(f"{run}: {'reproduced' if check['reproduced'] else 'NOT reproduced'}: {check['why']}")
     return 1 if failed else 0
@@ -403,10 +403,14 @@ def register(sub) -> None:
     s = sub.add_parser("replay", help="check that the current code reproduces run records",
                        description="Replay the first steps of each run and compare with its record (frontier/study/replay.py): "
                                    "the rule by which the book reuses a record written by other code. Exit 1 if any "
-                                   "is not reproduced.")
+                                   "is not reproduced. Each verdict is written beside its record as "
+                                   "replay-TRAININGHASH.json, which a later replay or the book reads back instead of "
+                                   "replaying again (a verdict is a record: commit it with the run, or pass "
+                                   "--no-write).")
     s.add_argument("runs", nargs="+", metavar="RUN_DIR")
     s.add_argument("--data", help="dataset folder (default: the one each run trained on)")
     s.add_argument("--device", default="auto", choices=DEVICES)
+    s.add_argument("--no-write", action="store_true", help="check only: leave the run folders as they are")
     s.set_defaults(func=cmd_replay)
 
     s = sub.add_parser("retrain", help="train a recorded run again, whole, and compare its scores with the record's",

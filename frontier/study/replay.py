@@ -178,8 +178,9 @@ def stored_check(run_dir: str | Path, rec: dict) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print) -> dict:
-    """Check (or read the earlier check by this code of) whether the current code reproduces the record."""
+def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo, log=print, write: bool = True) -> dict:
+    """Check (or read the earlier check by this code of) whether the current code reproduces the record; the verdict
+    is written beside it (`replay_path`) unless `write` is False."""
     known = stored_check(run_dir, rec)
     if known is not None:
         return known
@@ -219,7 +220,8 @@ def verify(run_dir: str | Path, rec: dict, dataset: Dataset, device: DeviceInfo,
             same, scorer_why = _scorer_unchanged_since((rec.get("code") or {}).get("git_sha"))
             ok, why = same, f"{why}; {scorer_why}"
     result.update(reproduced=ok, why=why)
-    records.write_json(path, result)
+    if write:
+        records.write_json(path, result)
     log(f"{run_dir}: replay by code {str(code.get('git_sha'))[:8]} ({code['source_sha256']}): "
         f"{'reproduced' if ok else 'NOT reproduced'}: {why}")
     return result
