@@ -6,9 +6,8 @@ import pytest
 
 from frontier import recipes
 from frontier.errors import UserError
-from frontier.profiles import PROFILES
+from frontier.profiles import PROFILES, get_profile
 from frontier.recipes import get_recipe, resolve
-from frontier.study.experiments import profile_with
 
 
 def test_a_recipe_can_carry_its_own_size_per_profile_and_a_sweep_goes_over_it():
@@ -22,7 +21,8 @@ def test_a_recipe_can_carry_its_own_size_per_profile_and_a_sweep_goes_over_it():
 
 def test_sizes_given_to_resolve_train_what_a_changed_profile_trains():
     s = dict(n_layer=2, n_embd=128, n_head=2, n_kv_head=2)
-    assert resolve("ngram", "cpu", sizes=s).digest() == resolve("ngram", profile_with("cpu", **s)).digest()
+    changed = dataclasses.replace(get_profile("cpu"), **s)  # the profile with those sizes: the same config
+    assert resolve("ngram", "cpu", sizes=s).digest() == resolve("ngram", changed).digest()
 
 
 def test_final_and_best_are_names_for_one_recipe():

@@ -10,9 +10,8 @@ def test_every_bpb_is_printed_with_its_steps():
 
 
 def test_a_chapter_shows_the_package_source_not_a_copy():
-    from frontier.study.report import finding_box, source_of
+    from frontier.study.report import source_of
     from frontier.train.bpb import bits_per_byte
 
     block = source_of(bits_per_byte)
     assert block.startswith("```python\n# frontier.train.bpb.bits_per_byte\ndef bits_per_byte")
-    assert finding_box("EMA", "~0.0005", "-0.0012 (400 steps)", "dropped").count("\n") == 3

@@ -16,7 +16,6 @@ is then never reused.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from .. import records
@@ -119,12 +118,6 @@ def size_label(sizes: dict) -> str:
     if "n_layer" not in sizes:
         return f"batch-{sizes['batch_size']}"
     return f"size-{sizes['n_layer']}x{sizes['n_embd']}" + (f"-b{sizes['batch_size']}" if "batch_size" in sizes else "")
-
-
-def profile_with(profile: str | Profile, **sizes) -> Profile:
-    """A profile with some sizes changed (for sweeps); it keeps its name, the config hash tells them apart."""
-    p = get_profile(profile)
-    return dataclasses.replace(p, **sizes) if sizes else p
 
 
 def seed_dirs(root: str | Path, cfg: RunConfig, seed: int, label: str | None = None) -> list[Path]:

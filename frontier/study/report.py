@@ -39,22 +39,6 @@ def pm(values: Iterable[float], digits: int = 4) -> str:
     return f"{m:.{digits}f} ± {s:.{digits}f} (n={n})" if n > 1 else f"{m:.{digits}f} (n=1)"
 
 
-def run_rows(recs: Sequence[dict]) -> list[dict]:
-    """One row per run with the fields every chapter shows."""
-    return [
-        {
-            "run": f"{run_label(r)} s{r['seed']}",
-            "val_bpb": r.get("val_bpb"),
-            "steps": r.get("steps"),
-            "tokens_per_s": round(r["tokens_per_s"]) if r.get("tokens_per_s") else None,
-            "charged_s": r.get("charged_s"),
-            "uncharged_s": r.get("uncharged_s"),
-            "code": code_of(r),
-        }
-        for r in recs
-    ]
-
-
 def short_code(code: dict | None) -> str:
     """'1a2b3c4d' (git SHA), '+dirty' when tracked files differed from it, or the source hash without git."""
     code = code or {}
@@ -82,15 +66,6 @@ def provenance(recs: Sequence[dict]) -> str:
     return "\n".join(f"  - code {k}: {', '.join(v)}" for k, v in by.items())
 
 
-RUN_COLUMNS = {"run": "run", "val_bpb": "val_bpb", "steps": "steps", "tokens_per_s": "tokens/s",
-               "charged_s": "charged s", "uncharged_s": "uncharged s", "code": "code"}
-RUN_SPECS = {"charged_s": ".1f", "uncharged_s": ".1f"}
-
-
-def runs_table(recs: Sequence[dict]) -> str:
-    return markdown_table(run_rows(recs), RUN_COLUMNS, RUN_SPECS)
-
-
 # ----------------------------------------------------------------------------- what a chapter found, first
 
 
@@ -112,15 +87,6 @@ def bpb_group(recs: Sequence[dict], digits: int = 4) -> str:
 def epochs(rec: dict, train_tokens: int) -> float:
     """How many times a run read its training split: tokens seen / training tokens."""
     return rec["steps"] * rec["config"]["train"]["batch_size"] * rec["config"]["train"]["seq_len"] / train_tokens
-
-
-def finding_box(technique: str, writeup: str, measured: str, verdict: str) -> str:
-    """The three lines a chapter opens with, as Markdown: the write-up's figure for the technique (theirs, on Trn2),
-    what was measured here (with steps and spread), and the verdict by the project's rule."""
-    return (f"> **{technique}**  \n"
-            f"> *The write-up (theirs, one Trn2 chip, 1,800 s):* {writeup}  \n"
-            f"> *Measured here:* {measured}  \n"
-            f"> *Verdict (`frontier.study.compare.RULE`):* {verdict}")
 
 
 def source_of(*objects, lines: tuple[int, int] | None = None) -> str:
