@@ -417,6 +417,10 @@ def test_nki_without_neuron_is_refused_in_one_line_before_anything_is_written(tm
     assert rc == 2 and len(err) == 1
     assert err[0].startswith("error: --kernels nki cannot run here: ") and "nki" in err[0]
     assert not (tmp_path / "r").exists()
+    rc = main(["train", "--recipe", "baseline", "--profile", "smoke", "--kernels", "nki",  # a budget: no cost benched
+               "--data", str(smoke_data.folder), "--out", str(tmp_path / "r")])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "cannot run here" in err and "measuring it on this machine" not in out + err
 
 
 def test_a_shape_a_kernel_refuses_stops_the_run_naming_the_op():

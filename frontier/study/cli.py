@@ -427,7 +427,8 @@ def register(sub) -> None:
     s.set_defaults(func=cmd_retrain)
 
     s = sub.add_parser("book", help="re-run the notebooks with papermill", description="Execute the chapters with a profile's parameters.")
-    s.add_argument("--profile", default="smoke")
+    s.add_argument("--profile", default="smoke", help="the chapters' scale: smoke (default: the suite's check), cpu "
+                   "(the committed book; runs/bench/cpu/book-cpu-*.json say how long it took), gpu, trn2")
     s.add_argument("--chapters", help="comma-separated chapter numbers, e.g. 01,02 (default: all)")
     s.add_argument("--out", help="output folder (default build/book/PROFILE)")
     s.add_argument("--in-place", action="store_true", help="refresh the committed notebooks, figures and run records")

@@ -130,6 +130,7 @@ class Run:
     def start(cls, cfg: RunConfig, dataset: Dataset, run_dir: Path, device: DeviceInfo, seed: int, steps: int | None,
               dist: Dist = ONE, cost_table: dict | None = None, **kw) -> "Run":
         check_request(cfg, dataset, steps)
+        kernels.check(cfg, device)  # before its cost is benched: a run that cannot run here measures nothing
         budget = budget_steps(cfg, dataset, device, steps, cost_table, kw.get("log", print), kw.get("probe_timer"),
                               dist)
         training = setup(cfg, dataset, device, seed, dist)  # before the folder: a run that cannot run leaves none
