@@ -20,6 +20,8 @@
 # yardstick every later chapter is judged against: bits per byte, a budget bought as steps, the corpus, the model
 # and its training loop, the baseline trained with five seeds, the model size this machine can afford, and the
 # classical compressors given the same text.
+#
+# What it found is in the box below, which its last section writes from the runs it quotes.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -122,8 +124,8 @@ print(f"counted: {int(counted.sum())} of {counted.size} positions, {total_nats:.
 # tokenizer are fixed, and only the training script may change. The `trn2` profile is that setting.
 #
 # A wall-clock budget measures the machine as much as the recipe: under the earlier reference clock the same config
-# and seed took 371 steps on one 2-core machine and 425 on another (records under `runs/cpu/baseline/`,
-# docs/log.md). So the `cpu` and `smoke` profiles buy their budget as **steps, decided before the run** (the steps
+# and seed took 371 steps on one 2-core machine and 425 on another (`runs/cpu/baseline/s0-5`, AMD EPYC, and
+# `runs/cpu/size-3x192/s0-3`, Intel Xeon, the same config hash under a sweep's label; docs/log.md). So the `cpu` and `smoke` profiles buy their budget as **steps, decided before the run** (the steps
 # rule, `frontier/train/cost.py`):
 #
 # $$\text{steps} = \left\lfloor \frac{\text{budget} - \text{once} }{\text{step cost}} \right\rfloor$$
@@ -517,7 +519,7 @@ print(f"bench record {shown_path(comp['path'])} (code {report.short_code(comp['c
 # On this corpus the compressors are strong: the docstrings are templated API text (parameter lists, `Returns`
 # sections, doctest examples), and a compressor with the 17.7 MB of training text as context finds long repeats that a
 # 3-layer model trained for a fifth of an epoch does not. The committed record has PPMd order 16 at 1.4242 on test
-# and xz at 1.4514, against the baseline's 1.8273 on test (402 steps; the ladder, `runs/cpu/ladder/docstrings-20261205-073809.json`).
+# and xz at 1.4514, against the baseline's 1.8273 on test (402 steps; the ladder, `runs/cpu/ladder/docstrings-20261205-191705.json`).
 # The later chapters climb toward them.
 
 # %% [markdown]

@@ -21,6 +21,8 @@
 # vendor's flash kernel). A kernel changes how fast the same arithmetic runs on a NeuronCore, not what it computes,
 # and this book runs without a NeuronCore. So the chapter asks what the kernels do on Trainium and why it should pay,
 # and how much of that can be checked here.
+#
+# What it found is in the box below, which its last section writes from the runs it quotes.
 
 # %% tags=["parameters"]
 profile = "cpu"

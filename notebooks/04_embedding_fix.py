@@ -21,6 +21,8 @@
 # rows; its update had been "mostly padding", and fixing it was among the write-up's large gains, for which it
 # quotes no separate figure. Does such a table lower bits per byte here, at equal steps and at equal budget? And
 # what does it take to train a table of that size without paying for every row at every step?
+#
+# What it found is in the box below, which its last section writes from the runs it quotes.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -290,8 +292,10 @@ print(f"at 2^{big['rows'].bit_length() - 1} rows: dense {big['dense_ms']:.1f} ms
 #
 # The table changes what the model computes, so the rule (`frontier.study.compare.RULE`) judges it at equal steps
 # first, paired by seed, then at equal budget. At equal steps: the recipe `ema` with and without its table, 400
-# steps, 5 seeds (the leave-one-out of `ema`, sweep record
-# `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261205-073809.json`). At equal budget: `bigram` against
+# steps, 5 seeds (the runs of `frontier ablate --recipe ema --steps 400`, the fullest recipe when the table was
+# judged; the ladder, in the README and chapter 07, reads the same measurement from the final's own leave-one-out,
+# the recipe the table ended in, so its figure differs from this one by what the recipes around the table change).
+# At equal budget: `bigram` against
 # the rung below it, `compile` (the same network without the table), where the budget buys `bigram` fewer steps
 # than `compile`. Validation decides; test is reported beside it.
 

@@ -21,6 +21,8 @@
 # write-up (theirs, one Trn2 chip) found it worth about 0.007 bits per byte. Does it lower bits per byte here, at
 # equal steps and at an equal budget that pays for the counting? And what do its tables hold: the language, or
 # the training text?
+#
+# What it found is in the box below, which its last section writes from the runs it quotes.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -258,7 +260,9 @@ print(f"counted {n_part:,} tokens in {seconds:.2f} s: {n_part / seconds:,.0f} to
 #
 # The mix is a learning change; the rule (`frontier.study.compare.RULE`) asks first for its gain at equal steps,
 # paired by seed, then at equal budget. At equal steps: `ema` with and without the mix, 400 steps, 5 seeds (the
-# leave-one-out of `ema`, `runs/cpu/sweeps/sweep-ablation-ema-400-docstrings-20261205-073809.json`). At equal
+# runs of `frontier ablate --recipe ema --steps 400`; the ladder, in the README and chapter 07, reads the same
+# measurement from the final's own leave-one-out, so its figure differs from this one by what the recipes around the
+# mix change). At equal
 # budget: `ngram` against `bigram`, 5 seeds, where `ngram` pays for its counting and its dearer steps. Validation
 # decides; test is reported beside it.
 
@@ -292,7 +296,7 @@ print(f"by the rule: {'kept' if kept else 'dropped' if kept is False else 'not s
 
 # %% [markdown]
 # At equal steps the mix is worth more than three times the bigram table (chapter 4), and many times the write-up's
-# 0.007; at equal budget it survives the 98 steps it costs (`runs/cpu/ladder/docstrings-20261205-073809.json`).
+# 0.007; at equal budget it survives the 98 steps it costs (the table above).
 # On test its gain is smaller, at equal steps and at equal budget. Test chooses nothing, but the difference needs an
 # explanation: the next section.
 

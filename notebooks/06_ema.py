@@ -21,6 +21,8 @@
 # were believed. This chapter asks what the average computes, where the noise between runs comes from on this
 # ground, how many seeds a claim of a given size needs, and whether the average helps here: at equal steps, and at
 # the budget it costs.
+#
+# What it found is in the box below, which its last section writes from the runs it quotes.
 
 # %% tags=["parameters"]
 profile = "cpu"
@@ -129,9 +131,10 @@ print(f"seed 0, 30 steps, twice: val_bpb {a['val_bpb']:.10f} and {b['val_bpb']:.
       f"losses differ, by at most {rel:.1e} relative")
 
 # %% [markdown]
-# The same to about nine digits, not always to the last bit: `ngram` is a compiled model, and on a CPU Inductor's
-# code rounds one float32 differently from one run to the next at some steps (about 1e-7 relative; an eager model
-# repeats bit for bit). That is millions of times smaller than any difference this book judges.
+# The line above says how close the two runs came. A compiled model (`ngram` is one) need not repeat to the last
+# bit on a CPU: Inductor's generated code may sum in another order after another compilation, where an eager model
+# repeats bit for bit. A difference of float32's rounding (about 1e-7 relative) would still be millions of times
+# smaller than any difference this book judges.
 
 # %% [markdown]
 # Then the seeds: the ladder's `ngram` (the n-gram mix the final is built on) and `baseline` runs at the profile's budget, five seeds
@@ -375,11 +378,19 @@ for start, hl in EMA_SCREEN.get(ch.profile.name, EMA_SCREEN["smoke"]):
     rs = [ch.run("ema", seed, steps=steps, ema=e, label=f"{ema_label(e)}-{steps}steps") for seed in range(2)]
     screen[(start, hl)] = [r["val_bpb_ema"] - r["val_bpb_live"] for r in rs]
 (bs, bh), bd = min(screen.items(), key=lambda kv: sum(kv[1]))
+
+
+def than(gain):
+    """A gain in val_bpb (positive: lower, better) in words."""
+    return f"{abs(gain):.4f} {'better' if gain > 0 else 'worse'} than"
+
+
 text = (f"**The weight average: {verdict}** ({n} seeds, {ch.profile.name} profile, {machine()}). At equal steps "
-        f"({within[0]['steps']}) its mix scores {-s.delta:+.4f} against the same runs' live weights ({p_text(s.p)}); "
-        f"at equal budget `ema` is {-b.delta:+.4f} against `ngram` ({ema[0]['steps']} vs {ngram[0]['steps']} "
+        f"({within[0]['steps']}) its mix scores {than(-s.delta)} the same runs' live weights ({p_text(s.p)}); "
+        f"at equal budget `ema` is {than(-b.delta)} `ngram` ({ema[0]['steps']} vs {ngram[0]['steps']} "
         f"steps, {p_text(b.p)}). Of {len(screen)} other starts and half-lives (2 seeds), the best, {bs:g} and "
-        f"{bh:g}, scores {-bd[0]:+.4f} and {-bd[1]:+.4f} against its live weights. The same seed and steps twice "
+        f"{bh:g}, scores {than(-bd[0])} its live weights on one seed and {than(-bd[1])} on the other. The same "
+        f"seed and steps twice "
         f"differ by {'nothing' if same == 0 else f'{same:.0e}'}, seeds spread `ngram` by "
         f"{mean_std(r['val_bpb'] for r in ngram)[1]:.4f}: claims are paired by seed.")
 box.update(text)
