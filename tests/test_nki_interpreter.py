@@ -751,12 +751,26 @@ def test_fori_loop_and_trace():
     assert t.static_total == 3 and t.dma_transfers == 2 and t.peak_sbuf_bytes == 640 * 4
 
 
-def test_a_device_loop_variable_is_a_register():
-    def arithmetic(x):
-        def body(r):
-            nl.load(x[r:r + 128, :])
+def test_a_fori_loop_variable_is_an_nki_scalar():
+    """With int bounds the body gets an NkiScalar (nki.language.fori_loop, 2.33): +, - and * on it are traced into
+    another scalar (32-bit, wrapping) that a scalar_offset reads; a Python int, index or branch from it is refused,
+    and a comparison's result cannot be used. With a register bound it is a VirtualRegister: no arithmetic."""
+    def offsets(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
 
-        nl.fori_loop(0, 256, body, step=128)
+        def body(i):  # i = 0, 1: rows 128 i .. 128 i + 127 (a scalar_offset counts rows of dim 0)
+            t = nl.load(x.ap([[4, 128], [1, 4]], offset=0, scalar_offset=i * 128 - 0))
+            nl.store(out.ap([[4, 128], [1, 4]], offset=0, scalar_offset=-(-i) * 64 + i * 64), t)
+
+        nl.fori_loop(0, 2, body)
+        return out
+
+    x = _x(256, 4)
+    out, _ = run(offsets, x)
+    np.testing.assert_array_equal(out, x)
+
+    def slicing(x):
+        nl.fori_loop(0, 256, lambda r: nl.load(x[r:r + 128, :]), step=128)
 
     def condition(x):
         def body(r):
@@ -765,9 +779,43 @@ def test_a_device_loop_variable_is_a_register():
 
         nl.fori_loop(0, 2, body)
 
-    for kernel in (arithmetic, condition):
-        with pytest.raises(KernelError, match="a compiled loop's variable is a device register"):
+    def divides(x):
+        nl.fori_loop(0, 2, lambda r: nl.load(x.ap([[4, 128], [1, 4]], offset=0, scalar_offset=r // 2)))
+
+    def register_bound(x):
+        nl.fori_loop(0, nisa.register_alloc(2), lambda r: nl.load(x.ap([[4, 128], [1, 4]], offset=0,
+                                                                           scalar_offset=r * 128)))
+
+    for kernel, words in ((slicing, "is an NkiScalar"), (condition, "result cannot be used"),
+                          (divides, "is an NkiScalar"), (register_bound, "is a device register")):
+        with pytest.raises(KernelError, match=words):
             run(kernel, _x(256, 4))
+    assert (nl.Scalar(2**31 - 1) + 1)._runtime_value() == -2**31  # 32 bits, wrapping
+
+
+def test_a_matmul_accumulate_inferred_in_a_compiled_loop_is_the_one_emitted():
+    """nc_matmul(accumulate=None) is settled by the compiler where it emits the instruction (first write overwrites,
+    later ones accumulate): a compiled loop's body is emitted once, so every iteration does what the first did."""
+    def kernel(a):
+        ps = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.psum)
+        t = nl.load(a)
+
+        def body(i):
+            nisa.nc_matmul(dst=ps, stationary=t, moving=t)  # emitted as the first write: it overwrites
+
+        nl.fori_loop(0, 3, body)
+        unrolled = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.psum)
+        for _ in range(3):  # a Python loop emits three instructions: overwrite, accumulate, accumulate
+            nisa.nc_matmul(dst=unrolled, stationary=t, moving=t)
+        out = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        res = nl.ndarray((1, 2), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=res[:, 0:1], src=ps)
+        nisa.tensor_copy(dst=res[:, 1:2], src=unrolled)
+        nl.store(out, res)
+        return out
+
+    out, _ = run(kernel, np.ones((1, 1), np.float32))
+    np.testing.assert_array_equal(out, [[1.0, 3.0]])
 
 
 def test_dynamic_range_is_refused_naming_fori_loop():
@@ -1125,3 +1173,78 @@ def test_float_to_int_conversions_are_exact_or_refused():
     for bad in (3.7, 3e9, np.nan):
         with pytest.raises(UnsupportedError, match="rounding and saturation .* undocumented"):
             run(kernel, np.array([[bad, 1.0]], np.float32))
+
+
+# ------------------------------------------------------------- documented limits, neither stricter nor looser
+
+
+def test_what_trn3_alone_has_is_refused_on_trn2():
+    """abs_max / abs_min (nki.language: "Available only on NeuronCore-v4"), square and relu as tensor_scalar
+    operators (release notes: "now accepted as op0 on trn3") and float8_e4m3fn matmul inputs ("Starting
+    NeuronCore-v4")."""
+    def abs_max(x):
+        t = nl.load(x)
+        return nl.abs_max(t, t)
+
+    def square_op(x):
+        t = nl.load(x)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.square, operand0=None)
+
+    def ocp_fp8(x):
+        t = nl.ndarray((4, 4), dtype=nl.float8_e4m3fn, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=1.0)
+        ps = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=t, moving=t)
+
+    for kernel, error in ((abs_max, UnsupportedError), (square_op, UnsupportedError), (ocp_fp8, LimitError)):
+        with pytest.raises(error, match="NeuronCore-v4"):
+            run(kernel, _x(4, 4))
+
+
+def test_dma_engine_only_with_hardware_dge_and_transpose_keeps_its_dtype():
+    """dma_copy's `engine` is "Only valid when dge_mode=nisa.dge_mode.hwdge"; a transpose's dst has the data's
+    dtype (or fp32, PSUM's)."""
+    def dma_engine(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, engine=nisa.engine.gpsimd)
+
+    def dma_hwdge(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=nisa.dge_mode.hwdge, engine=nisa.engine.scalar)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    def transpose_int8(x):
+        t = nl.load(x)
+        eye = nl.ndarray((4, 4), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.iota(dst=eye, pattern=[[1, 4]], offset=0, channel_multiplier=-1)
+        nisa.tensor_scalar(dst=eye, data=eye, op0=nl.equal, operand0=0.0)
+        ps = nl.ndarray((4, 4), dtype=nl.int8, buffer=nl.psum)
+        nisa.nc_matmul(dst=ps, stationary=t, moving=eye, is_transpose=True)
+
+    with pytest.raises(KernelError, match="only valid with dge_mode=nisa.dge_mode.hwdge"):
+        run(dma_engine, _x(4, 4))
+    run(dma_hwdge, _x(4, 4))
+    with pytest.raises(KernelError, match="dst dtype int8 must be the stationary tile's"):
+        run(transpose_int8, _x(4, 4))
+
+
+def test_nl_sin_reduces_its_argument_where_the_activation_does_not():
+    """nki.language.sin "applies additional instructions to perform range reduction", so it is right beyond
+    [-pi, pi]; nisa.activation(op=nl.sin) is refused there (its documented valid range)."""
+    def language_sin(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, nl.sin(nl.load(x)))
+        return out
+
+    def isa_sin(x):
+        t = nl.load(x)
+        nisa.activation(dst=t, op=nl.sin, data=t)
+
+    x = np.array([[9.0, -20.0, 3.0, 100.0]], F32)
+    out, c = run(language_sin, x)
+    np.testing.assert_allclose(out, np.sin(x), atol=ACTIVATION_ABS_ERROR * 10)
+    assert c.instructions["vector"] == 1 and c.instructions["scalar"] == 1
+    with pytest.raises(LimitError, match="nl.sin input 9.0 outside its valid input range"):
+        run(isa_sin, x)

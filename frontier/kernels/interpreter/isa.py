@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from enum import Enum
 
+import ml_dtypes
 import numpy as np
 import torch
 
@@ -29,7 +30,7 @@ from . import machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import (ACTIVATION_RANGES, EXACT_ACTIVATIONS, MATMUL_K_MAX, MATMUL_M_MAX, MATMUL_N_MAX,
                      PSUM_BANK_BYTES, TRANSPOSE_TENSOR_MAX, TRANSPOSE_VECTOR_MAX)
-from .ops import OPS, Op
+from .ops import OPS, TRN3_ONLY, Op
 from .tensor import BY_MATMUL, BY_OTHER, NEVER, MemoryRegion, Register, Tensor, is_float
 
 f32 = np.float32
@@ -177,6 +178,21 @@ def _count(engine_name: str, data: Tensor) -> None:
     machine.current().count(engine_name, data.size, data.free_size)
 
 
+_PI_BELOW = float(np.nextafter(np.float32(math.pi), np.float32(0)))  # the largest float32 not above pi
+
+
+def _reduce_angle(dst: Tensor, data: Tensor) -> None:
+    """dst = data reduced to [-pi, pi] (x - 2 pi round(x / 2 pi)), the work `nl.sin` does before its ScalarE
+    activation ("nki.language.sin applies additional instructions to perform range reduction", NKI API common
+    fields), counted as one VectorE instruction; `nisa.activation(op=nl.sin)` alone does none."""
+    _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        return
+    x = data.read().astype(np.float64)
+    _write(dst, np.clip(x - 2 * math.pi * np.round(x / (2 * math.pi)), -_PI_BELOW, _PI_BELOW))
+
+
 def _within_one_bank(op: str, dst: Tensor) -> None:
     """TensorE writes within one PSUM bank: refuse an output that would cross a bank boundary where its tile lies
     under the tightest packing (memory.py)."""
@@ -216,6 +232,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if dge_mode is globals()["dge_mode"].hwdge and engine not in (_ENG.unknown, _ENG.scalar, _ENG.sync):
         raise KernelError(f"{op}: with dge_mode=hwdge only nisa.engine.scalar or nisa.engine.sync may trigger the "
                           f"DMA, got {engine}")
+    if dge_mode is not globals()["dge_mode"].hwdge and engine is not _ENG.unknown:  # nki.isa.dma_copy, `engine`
+        raise KernelError(f"{op}: engine= chooses who triggers hardware DGE and is only valid with "
+                          f"dge_mode=nisa.dge_mode.hwdge (got {dge_mode}): drop it, or pass dge_mode=hwdge")
     _dma(dst, src, op)
 
 
@@ -430,18 +449,23 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     floats = [t.dtype for t in (stationary, moving)]
     if not all(is_float(d) for d in floats):
         raise UnsupportedError(f"{op}: matmul inputs must be float types, got {floats}")
+    if np.dtype(ml_dtypes.float8_e4m3fn) in floats:  # nki.isa.nc_matmul: "Starting NeuronCore-v4, float8_e4m3fn"
+        raise LimitError(f"{op}: float8_e4m3fn (OCP FP8) inputs are {TRN3_ONLY}: use float8_e4m3 or float8_e5m2")
     if (np.float32 in floats) and floats[0] != floats[1]:
         raise LimitError(f"{op}: an fp32 input needs an fp32 partner, got {floats}")
     _within_one_bank(op, dst)
     state = dst._written
-    if accumulate is None:
+
+    def infer() -> bool:  # the compiler's choice, where it emits the instruction (nki.isa.nc_matmul, 2.33)
         if (state == NEVER).all():
-            accumulate = False
-        elif (state == BY_MATMUL).all():
-            accumulate = True
-        else:
-            raise LimitError(f"{op}: accumulate=None into PSUM partly unwritten or written by a non-matmul "
-                             "instruction: the accumulation would start from undefined values (pass accumulate=False)")
+            return False
+        if (state == BY_MATMUL).all():
+            return True
+        raise LimitError(f"{op}: accumulate=None into PSUM partly unwritten or written by a non-matmul "
+                         "instruction: the accumulation would start from undefined values (pass accumulate=False)")
+
+    if accumulate is None:  # a compiled loop's later iterations run what its first emitted
+        accumulate = machine.current().infer_accumulate(infer)
     if accumulate and not (state == BY_MATMUL).all():
         raise LimitError(f"{op}: accumulate=True into PSUM that no matmul with accumulate=False initialised "
                          "(never written, or written by memset/tensor_copy: undefined on Trn2)")
@@ -485,6 +509,8 @@ def _matmul_transpose(dst, stationary, moving, accumulate) -> None:
         raise KernelError(f"{op}: a transpose overwrites its PSUM tile (accumulate must be False or None)")
     if not is_float(stationary.dtype) or not is_float(moving.dtype):
         raise UnsupportedError(f"{op}: matmul inputs must be float types, got {stationary.dtype}, {moving.dtype}")
+    if dst.dtype not in (stationary.dtype, np.float32):  # nc_transpose: "the same data type as that of data"
+        raise KernelError(f"{op}: dst dtype {dst.dtype} must be the stationary tile's ({stationary.dtype}) or fp32")
     _within_one_bank(op, dst)
     if not _tracing():
         ident = moving.read().reshape(k, k)
@@ -597,8 +623,8 @@ def _check_range(op: Op, z: np.ndarray, where: str) -> None:
     bad = ~np.isnan(v) & ((v < lo) | (v > hi))
     if bad.any():
         rng = f"±[{lo:.3g}, {hi:.3g}]" if symmetric else f"[{lo:.3g}, {hi:.3g}]"
-        raise LimitError(f"{where}: nl.{op.name} input {z[bad].flat[0]!r} outside its valid input range {rng} on "
-                         "ScalarE")
+        raise LimitError(f"{where}: nl.{op.name} input {float(z[bad].flat[0])!r} outside its valid input range "
+                         f"{rng} on ScalarE")
 
 
 # ----------------------------------------------------------------------------------------------- VectorE / GpSimd
@@ -687,6 +713,9 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
     multiply[+add] / add, GpSimd for rsqrt."""
     name_ = "nisa.tensor_scalar"
     ops_ = [_alu(op0, name_, "op0")] + ([_alu(op1, name_, "op1")] if op1 is not None else [])
+    if any(o.name in ("square", "relu") for o in ops_):  # NKI release notes: accepted as op0 "on trn3"
+        raise UnsupportedError(f"{name_}: nl.square and nl.relu as its operators are {TRN3_ONLY}: on Trn2 use "
+                               "nisa.activation (ScalarE) or nisa.tensor_tensor")
     if any(o.name == "rsqrt" for o in ops_):
         eng = _engine(engine, ("gpsimd",), "gpsimd", name_)
     else:

@@ -11,9 +11,11 @@ refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar expone
 
 Compiled loops (NKI 0.7: nki/deep-dives/nki-loops.rst, nki.language.fori_loop): `nl.fori_loop(lower, upper,
 body, step=1)` is not unrolled: the compiler emits its body once, and the hardware repeats it. The body receives the
-loop variable, a device value (`Register`, NKI's NkiScalar / VirtualRegister): no Python arithmetic, comparison or
-truth value on it, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`; it returns nothing (loop state
-lives in SBUF/HBM), and the bounds must fit 32 bits. The interpreter runs the body once per iteration, counting its
+loop variable, a device value: an NkiScalar (`tensor.Scalar`: `+`, `-`, `*` traced into another 32-bit scalar) with
+int bounds, a VirtualRegister (`Register`: no arithmetic) when a bound is one; no Python int, index or truth value
+from either, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`, or a bound. It returns nothing (loop
+state lives in SBUF/HBM), and the bounds must fit 32 bits. What the compiler settles as it emits, an
+`nc_matmul(accumulate=None)`'s flag, every iteration takes from the first (`Machine.infer_accumulate`). The interpreter runs the body once per iteration, counting its
 instructions as emitted only in the first (counts.py); in trace mode it runs the body once. `nl.dynamic_range`,
 deprecated in NKI 0.6, was removed in 0.7 (the 0.6 -> 0.7 migration guide): calling it raises, naming fori_loop.
 `affine_range` / `sequential_range` / `static_range` are Python's `range` in 0.7 (deprecated aliases): unrolled.
@@ -28,7 +30,7 @@ from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
 from .ops import Op, make_ops
-from .tensor import DynSlice, MemoryRegion, Register, Tensor
+from .tensor import DynSlice, MemoryRegion, Register, Scalar, Tensor
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
 float32 = np.dtype(np.float32)
@@ -136,19 +138,19 @@ sequential_range = static_range = affine_range
 
 
 def _bound(v, what: str) -> int:
-    if isinstance(v, Register):
+    if isinstance(v, (Register, Scalar)):
         return v._value
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
         raise KernelError(f"{what} must be an int or a register, got {type(v).__name__}")
     return int(v)
 
 
-def _device_loop(values: range):
-    """Yield the iterations of a device loop (module docstring): emitted once, run once per value."""
+def _device_loop(values: range, variable):
+    """Yield the iterations of a device loop (module docstring): emitted once, run once per value, as `variable`."""
     m = machine.current()
     if m.emitting:
         m.counts.dynamic_loops += 1
-    replaying = False
+    replaying, start = False, m.inferred_at
     try:
         for k, v in enumerate(values):
             if k == 1:
@@ -156,7 +158,8 @@ def _device_loop(values: range):
                     return
                 m.replay += 1
                 replaying = True
-            yield Register(v)
+            m.inferred_at = start  # every iteration runs the one emitted body
+            yield variable(v)
     finally:
         if replaying:
             m.replay -= 1
@@ -199,7 +202,9 @@ def fori_loop(lower, upper, body_fun, step=1):
         if not INT32[0] <= v <= INT32[1]:
             raise KernelError(f"nl.fori_loop: bound {v} does not fit 32 bits (the loop's compare-and-branch has no "
                               "64-bit form)")
-    for i in _device_loop(values):
+    # the body's value: an NkiScalar, or a VirtualRegister when a bound is one (nki.language.fori_loop, 2.33)
+    variable = Register if isinstance(lower, Register) or isinstance(upper, Register) else Scalar
+    for i in _device_loop(values, variable):
         if body_fun(i) is not None:
             raise KernelError("nl.fori_loop: the body function cannot return a value (keep loop state in SBUF/HBM)")
 
@@ -214,11 +219,12 @@ def while_loop(init, body_fun):
     m = machine.current()
     if m.emitting:
         m.counts.dynamic_loops += 1
-    r, k = init, 0
+    r, k, start = init, 0, m.inferred_at
     try:
         while m.trace and k == 0 or not m.trace and r._runtime_value() != 0:
             if k == 1:
                 m.replay += 1
+            m.inferred_at = start  # every iteration runs the one emitted body
             r = body_fun(Register(r._runtime_value()))
             if not isinstance(r, Register):
                 raise KernelError("nl.while_loop: body_fun must return the next condition register")
@@ -246,6 +252,10 @@ def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
     out = ndarray(x.shape, dtype or x.dtype, sbuf)
     if op.arity == 1:
         if op.act:
+            if op.name == "sin":  # nl.sin reduces its argument to [-pi, pi] first; the ISA activation does not
+                reduced = ndarray(x.shape, x.dtype, sbuf)
+                isa._reduce_angle(reduced, x)
+                x = reduced
             isa.activation(out, op, x)
         else:
             isa.tensor_scalar(out, x, op, None)

@@ -77,12 +77,25 @@ class Machine:
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
         self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
+        # What the compiler settled when it emitted each `nc_matmul(accumulate=None)`, in emission order, and where
+        # the run stands in that list: a compiled loop's later iterations run the emitted body, so they read the
+        # first iteration's choices (`loop_iteration` rewinds to the loop's start).
+        self.inferred: list[bool] = []
+        self.inferred_at = 0
         self.activation_error = _activation_error.get()
         self._token = None
 
     @property
     def emitting(self) -> bool:
         return self.replay == 0
+
+    def infer_accumulate(self, decide) -> bool:
+        """An `accumulate=None` matmul's flag: `decide()` where the instruction is emitted, else the flag emitted."""
+        if self.emitting:
+            self.inferred[self.inferred_at:] = [decide()]
+        flag = self.inferred[self.inferred_at]
+        self.inferred_at += 1
+        return flag
 
     def count(self, engine: str, elements: int, free_elements: int) -> None:
         self.counts.instruction(engine, elements, free_elements, self.emitting)

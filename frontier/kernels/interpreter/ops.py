@@ -19,6 +19,9 @@ from .errors import UnsupportedError
 f32 = np.float32
 
 
+TRN3_ONLY = "available only on NeuronCore-v4 (Trn3); the interpreter models Trn2 (NeuronCore-v3)"
+
+
 class Op:
     def __init__(self, name, fn, arity, *, alu=False, act=False, reduce=None, hardware=True, hint=""):
         self.name, self.fn, self.arity = name, fn, arity
@@ -30,7 +33,8 @@ class Op:
 
     def check_hardware(self) -> "Op":
         if not self.hardware:
-            raise UnsupportedError(f"nl.{self.name} does not exist on the hardware (no engine has it): {self.hint}")
+            where = "on Trn2" if self.hint.startswith(TRN3_ONLY) else "on the hardware (no engine has it)"
+            raise UnsupportedError(f"nl.{self.name} does not exist {where}: {self.hint}")
         return self
 
     def apply(self, *args: np.ndarray) -> np.ndarray:
@@ -84,8 +88,11 @@ _TABLE = [
     Op("less", _cmp(np.less), 2, alu=True),
     Op("less_equal", _cmp(np.less_equal), 2, alu=True),
     Op("power", np.power, 2, alu=True),
-    Op("abs_max", lambda a, b: np.maximum(np.abs(a), np.abs(b)), 2, alu=True),
-    Op("abs_min", lambda a, b: np.minimum(np.abs(a), np.abs(b)), 2, alu=True),
+    # the signed value of the larger (smaller) magnitude, NeuronCore-v4 only (nki.language.abs_max / abs_min)
+    Op("abs_max", lambda a, b: np.where(np.abs(a) >= np.abs(b), a, b), 2, alu=True, hardware=False,
+       hint=TRN3_ONLY + " (nki.language.abs_max)"),
+    Op("abs_min", lambda a, b: np.where(np.abs(a) <= np.abs(b), a, b), 2, alu=True, hardware=False,
+       hint=TRN3_ONLY + " (nki.language.abs_min)"),
     # unary: ALU operators and/or ScalarE activation functions
     Op("abs", np.abs, 1, alu=True, act=True),
     Op("square", np.square, 1, alu=True, act=True),

@@ -19,8 +19,8 @@ source that `load` bound, as in `tiles.chunks(...)`; the interpreter's own `nl`/
                    does not derive from NKIObject inherit from NKIObject (0.7 adds inheritance between such classes)
 
 Checked when the kernel runs, not here: a list as a kernel argument (migration guide 0.3: tuples; `loader.run`), a
-compiled loop's variable used as a Python value, including `while` on it (`language.Register`; the 0.6 -> 0.7 guide
-moves register-driven loops to while_loop).
+compiled loop's variable used as a Python value, including `while` on it (`tensor.Scalar`, `tensor.Register`; the
+0.6 -> 0.7 guide moves register-driven loops to while_loop).
 
 Never stricter than the docs: a dict key is refused only when it is provably not a string (a number, arithmetic on
 numbers, a tuple, a comparison, a loop variable over a range, a name only ever bound to such values); a key whose type

@@ -270,6 +270,86 @@ class Register:
         return "<Register (a compiled loop's variable)>"
 
 
+def _wrap32(v: int) -> int:
+    return (int(v) + 2**31) % 2**32 - 2**31
+
+
+class Scalar:
+    """An NkiScalar: one 32-bit integer computed on the device, what a `nl.fori_loop` with int bounds hands its body
+    (nki.language.fori_loop, 2.33: "i is a NkiScalar unless either lower or upper is a VirtualRegister"). Arithmetic
+    on it is traced, not evaluated at specialization time: `+`, `-` (binary and unary) and `*` with an int or another
+    scalar give a new scalar, wrapping at 32 bits (nki.isa.NkiScalar); it is read as a runtime offset
+    (`tensor.ap(..., scalar_offset=i)`) or bounds another `fori_loop`. A comparison is traced but its result cannot be
+    used; a Python int, truth value or index made from it does not exist at specialization time, and neither do `//`,
+    `%`, `/` or `**`. Its arithmetic is not counted as instructions."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: int):
+        self._value = _wrap32(value)
+
+    def _runtime_value(self) -> int:
+        return self._value
+
+    @staticmethod
+    def _operand(other) -> int:
+        if isinstance(other, Scalar):
+            return other._value
+        if isinstance(other, (int, np.integer)) and not isinstance(other, (bool, np.bool_)):
+            return int(other)
+        raise KernelError(f"an NkiScalar's arithmetic takes an int or another NkiScalar, got {type(other).__name__}")
+
+    def __add__(self, other):
+        return Scalar(self._value + self._operand(other))
+
+    def __sub__(self, other):
+        return Scalar(self._value - self._operand(other))
+
+    def __rsub__(self, other):
+        return Scalar(self._operand(other) - self._value)
+
+    def __mul__(self, other):
+        return Scalar(self._value * self._operand(other))
+
+    def __neg__(self):
+        return Scalar(-self._value)
+
+    __radd__, __rmul__ = __add__, __mul__
+
+    def _compare(self, other):
+        self._operand(other)
+        return _Unusable()
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _compare
+    __hash__ = None
+
+    def _refuse(self, *args):
+        raise KernelError("a compiled loop's variable is an NkiScalar, a value on the device: +, - and * on it give "
+                          "another (32-bit); no Python int, truth value, index, //, %, / or ** from it at "
+                          "specialization time: read it as a runtime offset, tensor.ap(pattern, offset=..., "
+                          "scalar_offset=i)")
+
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = __rpow__ = _refuse
+    __bool__ = __index__ = __int__ = __float__ = _refuse
+
+    def __repr__(self) -> str:
+        return "<NkiScalar (a compiled loop's variable)>"
+
+
+class _Unusable:
+    """A comparison of NkiScalars: traced by NKI, but its result cannot be used (nki.isa.NkiScalar)."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args):
+        raise KernelError("a comparison of NkiScalars is traced, but its result cannot be used (nki.isa.NkiScalar): "
+                          "no branch or value on it at specialization time")
+
+    __bool__ = __index__ = __int__ = __float__ = __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = _refuse
+    __rmul__ = __neg__ = _runtime_value = _refuse
+    __hash__ = None
+
+
 def _runtime_index(value) -> int:
     """The value of a runtime index: a dynamic loop's register, or a (1, 1) integer SBUF tile."""
     if hasattr(value, "_runtime_value"):
