@@ -611,6 +611,10 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """activation(..., reduce_cmd=reset_reduce) with reduce_res."""
+    if reduce_op is not None and getattr(reduce_op, "name", None) != "add":  # docs/trainium.md, "Trn2's instructions"
+        raise UnsupportedError(f"nisa.activation_reduce: reduce_op {reduce_op!r} is not in the interpreted subset, "
+                               "which has nl.add (its page requires nl.add on NeuronCore-v2 only; nisa.activation's "
+                               "on every core)")
     activation(dst, op, data, bias=bias, scale=scale, reduce_op=reduce_op, reduce_res=reduce_res,
                reduce_cmd=_RC.reset_reduce)
 
