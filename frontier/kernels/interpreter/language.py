@@ -15,7 +15,8 @@ loop variable, a device value: an NkiScalar (`tensor.Scalar`: `+`, `-`, `*` trac
 int bounds, a VirtualRegister (`Register`: no arithmetic) when a bound is one; no Python int, index or truth value
 from either, only use as a runtime offset, `tensor.ap(..., scalar_offset=i)`, or a bound. It returns nothing (loop
 state lives in SBUF/HBM), and the bounds must fit 32 bits. What the compiler settles as it emits, an
-`nc_matmul(accumulate=None)`'s flag, every iteration takes from the first (`Machine.infer_accumulate`). The interpreter runs the body once per iteration, counting its
+`nc_matmul(accumulate=None)`'s flag, every iteration takes from the first (`Machine.infer_accumulate`). The
+interpreter runs the body once per iteration, counting its
 instructions as emitted only in the first (counts.py); in trace mode it runs the body once. `nl.dynamic_range`,
 deprecated in NKI 0.6, was removed in 0.7 (the 0.6 -> 0.7 migration guide): calling it raises, naming fori_loop.
 `affine_range` / `sequential_range` / `static_range` are Python's `range` in 0.7 (deprecated aliases): unrolled.

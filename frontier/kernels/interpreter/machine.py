@@ -79,7 +79,7 @@ class Machine:
         self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
         # What the compiler settled when it emitted each `nc_matmul(accumulate=None)`, in emission order, and where
         # the run stands in that list: a compiled loop's later iterations run the emitted body, so they read the
-        # first iteration's choices (`loop_iteration` rewinds to the loop's start).
+        # first iteration's choices (each iteration of `nl.fori_loop` / `nl.while_loop` rewinds to the loop's start).
         self.inferred: list[bool] = []
         self.inferred_at = 0
         self.activation_error = _activation_error.get()
