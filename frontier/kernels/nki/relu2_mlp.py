@@ -23,6 +23,8 @@ engine draining a bank; a tuning step for the hardware).
 Compiled loops: the token loop is an `nl.fori_loop` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
 so the kernel's emitted instructions do not grow with N (at the trn2 shapes, 16,384 tokens, the unrolled forward
 would emit ~25,000); the ragged last tile (N % 128) and, backward, a last short token block are emitted after it.
+The loop's loads of x and dy in the operand dtype ask for software DGE: a runtime address may get hardware DGE, which
+moves raw bytes and does not cast.
 
 mlp_fwd(x, w1, w2, matmul_dtype). Weights resident in SBUF, loaded once and transposed on TensorE: W1^T [128 d, KT, F]
 and W2^T [128 f, FT, D] (KT F + FT D operands per partition: 50 KiB in bf16 at D = 640, F = 2560; larger models
@@ -68,7 +70,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
-                    operand, sum_parts, transpose_in, zero_hbm)
+                    load_mode, operand, sum_parts, transpose_in, zero_hbm)
 
 CACHE_BYTES = 96 * 1024  # SBUF per partition for the token block's cached tiles in mlp_bwd (pos_block=0)
 MAX_BLOCK_TILES = 8  # at most this many token tiles per mlp_bwd block: its body's emitted instructions stay small
@@ -141,7 +143,7 @@ def _fwd_tile(xv, yv, rows, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps):
     d = xv.shape[1]
     kt_n = len(dch)
     xt = nl.ndarray((rows, d), dtype=mdt, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xt, src=xv)
+    nisa.dma_copy(dst=xt, src=xv, dge_mode=load_mode(mdt, xv.dtype))
     xT = nl.ndarray((pmax, kt_n, pmax), dtype=mdt, buffer=nl.sbuf)
     for k in range(kt_n):
         d0, dk = dch[k]
@@ -254,8 +256,8 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
     dxa = nl.ndarray((pmax, nb, d), dtype=nl.float32, buffer=nl.sbuf)
     for t in range(nb):
         t0, rows = block[t]
-        nisa.dma_copy(dst=xs[0:rows, t, :], src=_rows(x, reg, r0 + t0, rows))
-        nisa.dma_copy(dst=dys[0:rows, t, :], src=_rows(dy, reg, r0 + t0, rows))
+        nisa.dma_copy(dst=xs[0:rows, t, :], src=_rows(x, reg, r0 + t0, rows), dge_mode=load_mode(mdt, x.dtype))
+        nisa.dma_copy(dst=dys[0:rows, t, :], src=_rows(dy, reg, r0 + t0, rows), dge_mode=load_mode(mdt, dy.dtype))
         for k in range(kt_n):
             d0, dk = dch[k]
             transpose_in(xT[0:dk, t, k, 0:rows], xs[0:rows, t, d0:d0 + dk], tp)

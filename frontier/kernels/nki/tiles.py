@@ -31,6 +31,15 @@ def operand(matmul_dtype):
     return nl.float32, 4
 
 
+def load_mode(dst_dtype, src_dtype):
+    """The DGE mode of a DMA from src_dtype into dst_dtype at a runtime address: software DGE where it converts
+    (hardware DGE moves raw bytes, and a runtime address rules out dge_mode=none), the compiler's choice where it
+    does not."""
+    if dst_dtype == src_dtype:
+        return nisa.dge_mode.unknown
+    return nisa.dge_mode.swdge
+
+
 def banks(cols):
     """Columns of fp32 PSUM covering `cols` in whole banks."""
     return BANK_FP32 * ((cols + BANK_FP32 - 1) // BANK_FP32)
