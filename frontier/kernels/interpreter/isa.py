@@ -221,11 +221,14 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ.
 
     DGE modes (nki/deep-dives/nki-dge.rst): `none` (descriptors precomputed on the host) cannot address a runtime
-    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block."""
+    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block. A casting copy (src and
+    dst dtypes differ) is refused where hardware DGE, which moves raw bytes, is asked for or cannot be ruled out
+    (`_casting_dge`)."""
     op = "nisa.dma_copy"
     if not isinstance(dge_mode, globals()["dge_mode"]):
         raise KernelError(f"{op}: dge_mode must be a nisa.dge_mode, got {dge_mode!r}")
     dynamic = any(isinstance(t, Tensor) and t.dynamic for t in (dst, src))
+    _casting_dge(op, dst, src, dge_mode, dynamic)
     if dge_mode is globals()["dge_mode"].none and dynamic:
         raise LimitError(f"{op}: dge_mode=none precomputes descriptors on the host and cannot handle a runtime "
                          "(scalar_offset) address: use the default, hwdge or swdge")
@@ -236,6 +239,28 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
         raise KernelError(f"{op}: engine= chooses who triggers hardware DGE and is only valid with "
                           f"dge_mode=nisa.dge_mode.hwdge (got {dge_mode}): drop it, or pass dge_mode=hwdge")
     _dma(dst, src, op)
+
+
+def _casting_dge(op: str, dst, src, mode, dynamic: bool) -> None:
+    """A DMA that converts dtypes needs a descriptor mode that casts. Hardware DGE moves raw bytes and NKI 0.3+
+    refuses it mismatched dtypes (migration guide 0.2 -> 0.3, "dma_copy: dge_mode type matching"); swdge and none
+    cast ("use dge_mode.swdge or dge_mode.none if type casting is intended"), and `unknown` (the compiler's choice)
+    casts through fp32 as nki.isa.dma_copy describes wherever a casting mode is open to it. A runtime (scalar_offset)
+    address rules out none (nki-dge: precomputed descriptors cannot handle dynamic addresses), leaving swdge or
+    hwdge, between which the docs do not say the compiler picks by dtype: refused too."""
+    if not (isinstance(dst, Tensor) and isinstance(src, Tensor)) or src.dtype == dst.dtype:
+        return
+    modes = globals()["dge_mode"]
+    cast = f"{src.dtype} -> {dst.dtype}"
+    if mode is modes.hwdge:
+        raise KernelError(f"{op}: a {cast} copy with dge_mode=hwdge: hardware DGE moves raw bytes and needs src and "
+                          "dst of one dtype; use dge_mode=swdge (or none, for a static address) to cast, or convert "
+                          "on an engine (nisa.tensor_copy)")
+    if mode is modes.unknown and dynamic:
+        raise KernelError(f"{op}: a {cast} copy at a runtime (scalar_offset) address: the compiler may give it "
+                          "hardware DGE, which does not cast (dge_mode=none cannot take a runtime address); copy "
+                          "into a tile of src's dtype and convert on an engine (nisa.tensor_copy), or ask for "
+                          "dge_mode=swdge")
 
 
 def _dma(dst, src, op: str) -> None:
@@ -397,10 +422,14 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
-    """dst = value (a compile-time constant) on VectorE (default) or GpSimd."""
+    """dst = value (a compile-time constant) on VectorE (default) or GpSimd. The value matches dst's dtype (NKI 0.3+,
+    migration guide 0.2 -> 0.3, "memset: strict type matching"): an integer dst takes an integer inside its range
+    (2.0 into an int32 tile is refused, as the guide shows); a float dst takes a number (the same guide zero-fills a
+    float8 x4 tile with value=0)."""
     op = "nisa.memset"
     eng = _engine(engine, ("vector", "gpsimd"), "vector", op)
     _tile(dst, "dst", op)
+    _memset_value(op, dst, value)
     if eng == "gpsimd":
         _no_psum_on_gpsimd(op, dst)
     if _tracing():
@@ -408,6 +437,19 @@ def memset(dst, value, engine=engine.unknown, name=None):
     else:
         _write(dst, np.full(dst.shape, value, dtype=f32))
     _count(eng, dst)
+
+
+def _memset_value(op: str, dst: Tensor, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise KernelError(f"{op}: value must be a compile-time number, got {type(value).__name__}")
+    if is_float(dst.dtype):
+        return
+    if not isinstance(value, (int, np.integer)):
+        raise KernelError(f"{op}: value {value!r} into a {dst.dtype} tile: from NKI 0.3 the value must match dst's "
+                          "dtype (nothing casts it); pass an integer literal")
+    info = np.iinfo(dst.dtype)
+    if not info.min <= int(value) <= info.max:
+        raise KernelError(f"{op}: value {value} does not fit dst's dtype {dst.dtype} ([{info.min}, {info.max}])")
 
 
 # ----------------------------------------------------------------------------------------------- TensorE

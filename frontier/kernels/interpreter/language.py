@@ -31,7 +31,7 @@ from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
 from .ops import Op, make_ops
-from .tensor import DynSlice, MemoryRegion, Register, Scalar, Tensor
+from .tensor import DynSlice, MemoryRegion, Register, Scalar, Tensor, is_float
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
 float32 = np.dtype(np.float32)
@@ -99,6 +99,8 @@ def full(shape, fill_value, dtype, buffer=sbuf, name=""):
     if not _buffer(buffer).on_chip:
         raise UnsupportedError("nl.full/zeros/ones in HBM are not in the interpreted subset")
     t = ndarray(shape, dtype, buffer, name)
+    if not is_float(t.dtype) and isinstance(fill_value, (float, np.floating)) and float(fill_value).is_integer():
+        fill_value = int(fill_value)  # nl.full's value is not memset's: an integral float fills an integer tensor
     isa.memset(t, fill_value)
     return t
 
@@ -116,6 +118,7 @@ def load(src, dtype=None):
     if not isinstance(src, Tensor) or src.on_chip:
         raise LimitError(f"nl.load reads HBM, got {src!r}")
     tile = ndarray(src.shape, dtype or src.dtype, sbuf)
+    isa._casting_dge("nl.load", tile, src, isa.dge_mode.unknown, src.dynamic)  # the compiler's DGE mode
     isa._dma(tile, src, "nl.load")
     return tile
 
@@ -124,6 +127,8 @@ def store(dst, value):
     """dst (HBM) = value (an SBUF tile; PSUM cannot be DMA'd)."""
     if not isinstance(dst, Tensor) or dst.on_chip:
         raise LimitError(f"nl.store writes HBM, got {dst!r}")
+    isa._casting_dge("nl.store", dst, value, isa.dge_mode.unknown,
+                     dst.dynamic or isinstance(value, Tensor) and value.dynamic)
     isa._dma(dst, value, "nl.store")
 
 
