@@ -1004,6 +1004,73 @@ def test_lnc2_cores_must_allocate_the_same_shared_tensors():
         run(kernel, _x(4, 4), lnc=2)
 
 
+def test_lnc2_compiled_loops_run_alike_on_both_cores():
+    """LNC overview: dynamic control flow that differs between the cores is undefined. A fori_loop (run or traced) or
+    a while_loop whose trip count depends on the core is refused, as is a compiled loop only one core runs; loops of
+    equal trip counts, with straight-line code that differs by core, run."""
+    def per_core_rows(x, extra):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+        core = nl.program_id(0)
+        start = core * (n // 2)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        stop = start + n // 2 - (128 if core == 0 and extra else 0)
+        nl.fori_loop(start, stop, body, step=128)
+        if core == 0 and extra:  # core 0's last tile in straight-line code instead
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[stop:stop + 128, :])
+            nisa.dma_copy(dst=out[stop:stop + 128, :], src=t)
+        return out
+
+    x = _x(512, 4)
+    np.testing.assert_array_equal(run(per_core_rows, x, extra=False, lnc=2)[0], x)
+    with pytest.raises(KernelError, match="compiled loop 1 differs .*core 0: nl.fori_loop of 1 iterations; core 1: "
+                                          "nl.fori_loop of 2 iterations.*LNC overview"):
+        run(per_core_rows, x, extra=True, lnc=2)
+    with pytest.raises(KernelError, match="compiled loop 1 differs"):
+        trace(per_core_rows, x, extra=True, lnc=2)
+    run(per_core_rows, x, extra=True, lnc=1)  # one core: nothing to agree with
+
+    def one_core_loops(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if nl.program_id(0) == 1:
+            nl.fori_loop(0, 2, lambda i: None)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.raises(KernelError, match="core 0: no such loop; core 1: nl.fori_loop of 2 iterations"):
+        run(one_core_loops, _x(8, 4), lnc=2)
+
+    def countdown(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        nl.while_loop(nisa.register_alloc(1 + nl.program_id(0)), _decrement)  # runs 1 + program_id times
+        return out
+
+    with pytest.raises(KernelError, match="core 0: nl.while_loop of 1 iterations; core 1: nl.while_loop of 2"):
+        run(countdown, _x(8, 4), lnc=2)
+    trace(countdown, _x(8, 4), lnc=2)  # a trace cannot know a while_loop's trip count
+
+
+def _decrement(r):
+    """A while_loop body: the next condition register, r - 1 (through a register_store / load round trip)."""
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.register_store(t, r)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=1.0)
+    nxt = nisa.register_alloc(0)
+    nisa.register_load(nxt, t)
+    return nxt
+
+
 def test_dge_modes_as_documented():
     """nki-dge: dge_mode=none cannot address a runtime offset; hwdge is triggered by ScalarE or sync only."""
     def copy_rows(x, mode, eng):

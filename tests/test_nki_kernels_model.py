@@ -699,3 +699,37 @@ def test_head_ce_targets_are_int32_ids_exact_in_fp32(ce):
     (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, matmul_dtype="float32")
     z = CAP * np.tanh((hidden.astype(np.float64) @ w.T.astype(np.float64)) / CAP)
     np.testing.assert_allclose(loss, lse - z[np.arange(128), targets], rtol=0, atol=1e-4)
+
+
+def test_token_loops_run_alike_on_both_cores_at_lnc2(mlp, ce):
+    """At LNC=2 the cores' shares differ by a tile when N has an odd number of tiles; the compiled token loops run the
+    same trip count on both cores (the LNC overview: differing dynamic control flow is undefined) and the core with
+    more rows takes them in straight-line code. Traced over N = 1..9 tiles (whole and ragged) and the default and
+    one-tile blocks; run at N = 384 (1 and 2 whole tiles) against LNC=1."""
+    from frontier.kernels.interpreter import trace
+    f32 = np.float32
+    d, f, v = 32, 64, 256
+    for n in [128 * k for k in range(1, 10)] + [128 * k + 40 for k in range(0, 9)]:
+        trace(mlp.mlp_fwd, ((n, d), f32), ((f, d), f32), ((d, f), f32), lnc=2)
+        for pb in (0, 1, 2):
+            trace(mlp.mlp_bwd, ((n, d), f32), ((f, d), f32), ((d, f), f32), ((n, d), f32), pos_block=pb, lnc=2)
+            trace(ce.head_ce_fwd, ((n, d), f32), ((v, d), f32), ((n,), np.int32), cap=CAP, pos_block=pb, lnc=2)
+            trace(ce.head_ce_bwd, ((n, d), f32), ((v, d), f32), ((n,), np.int32), ((n,), f32), ((n,), f32), cap=CAP,
+                  pos_block=pb, lnc=2)
+    x, w1, w2, dy = _mlp_case(384, 40, 2, seed=3)
+    np.testing.assert_array_equal(run(mlp.mlp_fwd, x, w1, w2, lnc=2)[0], run(mlp.mlp_fwd, x, w1, w2)[0])
+    (dx1, a1, b1), _ = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1)
+    (dx2, a2, b2), c2 = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(dx1, dx2)
+    for one, two in ((a1, a2), (b1, b2)):
+        assert np.abs(one - two).max() <= 1e-6 * np.abs(one).max()
+    assert c2.lnc_conflicts == 0
+    hidden, w, targets, dloss = _ce_case(384, 64, 512)
+    (loss1, lse1), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1)
+    (loss2, lse2), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(loss1, loss2)
+    np.testing.assert_array_equal(lse1, lse2)
+    (dh1, dw1), _ = run(ce.head_ce_bwd, hidden, w, targets, lse1, dloss, cap=CAP, pos_block=1)
+    (dh2, dw2), c = run(ce.head_ce_bwd, hidden, w, targets, lse1, dloss, cap=CAP, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(dh1, dh2)
+    assert np.abs(dw1 - dw2).max() <= 1e-6 * np.abs(dw1).max() and c.lnc_conflicts == 0

@@ -156,6 +156,7 @@ def _device_loop(values: range, variable):
     m = machine.current()
     if m.emitting:
         m.counts.dynamic_loops += 1
+    m.loops.append(("nl.fori_loop", len(values)))
     replaying, start = False, m.inferred_at
     try:
         for k, v in enumerate(values):
@@ -238,6 +239,7 @@ def while_loop(init, body_fun):
     finally:
         if k > 1:
             m.replay -= 1
+        m.loops.append(("nl.while_loop", None if m.trace else k))
 
 
 def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:

@@ -82,6 +82,9 @@ class Machine:
         # first iteration's choices (each iteration of `nl.fori_loop` / `nl.while_loop` rewinds to the loop's start).
         self.inferred: list[bool] = []
         self.inferred_at = 0
+        # The compiled loops this core ran, in order: (API, trip count; None where a trace cannot know it). At LNC=2
+        # both cores' lists must agree (lnc.Group.check_loops).
+        self.loops: list[tuple[str, int | None]] = []
         self.activation_error = _activation_error.get()
         self._token = None
 

@@ -27,8 +27,9 @@ Loops: token blocks (pos_block tiles of 128; 0 = as many as fit the SBUF share o
 > vocabulary chunks > token tiles of the block; a block's hidden^T (and, backward, hidden and an fp32 dhidden
 accumulator) stays in SBUF while the chunks of W stream past it, so W is read once per token block and hidden once.
 The token-block loop is a compiled loop, `nl.fori_loop`, over row offsets (HBM rows and columns addressed by
-`.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is; a last short block (N not a
-multiple of the block) is emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
+`.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is. At LNC=2 it runs the same number
+of blocks on both cores (`tiles.core_blocks`: dynamic control flow that differs between the cores is undefined), and
+a core's rows after them (a short block, or the extra tile of an odd tile count) are emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
 TensorE waits for the engine draining a bank (no double buffering: a tuning step for the hardware, which the
 interpreter does not time).
 
@@ -79,8 +80,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
-                    load_mode, operand, sum_parts, transpose_in, zero_hbm)
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_blocks, core_rows,
+                    least_rows, linear_backward, load_mode, operand, sum_parts, tail_blocks, transpose_in, zero_hbm)
 
 VCHUNK = 512  # forward vocabulary chunk: one PSUM bank of fp32
 CACHE_BYTES = 96 * 1024  # SBUF per partition for a token block's cached tiles (pos_block=0)
@@ -162,7 +163,7 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
     r_begin, r_end = core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
-    pb = _block_tiles(pos_block, r_end - r_begin, kt_n * pmax * size + 8 * 4)
+    pb = _block_tiles(pos_block, least_rows(n, pmax, cores), kt_n * pmax * size + 8 * 4)  # alike on every core
     loss = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     lse = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     tp = nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum)
@@ -170,16 +171,15 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     io = [hidden, w, targets, bias, loss, lse]
 
     block_rows = pb * pmax
-    nblocks = (r_end - r_begin) // block_rows
+    nblocks = core_blocks(n, pmax, block_rows, cores)  # the same trip count on every core
     tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
 
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
-    if r_end > r_begin + nblocks * block_rows:
-        r0 = r_begin + nblocks * block_rows
-        _fwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
+    for r0, rows in tail_blocks(r_begin + nblocks * block_rows, r_end, block_rows):
+        _fwd_block(io, has_bias, None, r0, chunks(rows, pmax), cap, vchunk, mdt, tp, l_ps)
     return loss, lse
 
 
@@ -328,7 +328,7 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
     r_begin, r_end = core_rows(n, pmax, core, cores)
-    pb = _block_tiles(pos_block, r_end - r_begin, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
+    pb = _block_tiles(pos_block, least_rows(n, pmax, cores), (d + kt_n * pmax) * size + d * 4 + 8 * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dz_out = nl.ndarray((n, v), dtype=nl.float32, buffer=nl.shared_hbm) if has_bias else None
@@ -345,16 +345,15 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     io = [hidden, w, targets, bias, lse, dloss, dh_out, pw, dz_out]
 
     block_rows = pb * pmax
-    nblocks = (r_end - r_begin) // block_rows
+    nblocks = core_blocks(n, pmax, block_rows, cores)  # the same trip count on every core
     tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
 
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
-    if r_end > r_begin + nblocks * block_rows:
-        r0 = r_begin + nblocks * block_rows
-        _bwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vb, mdt, ps)
+    for r0, rows in tail_blocks(r_begin + nblocks * block_rows, r_end, block_rows):
+        _bwd_block(io, has_bias, None, r0, chunks(rows, pmax), cap, vb, mdt, ps)
     if cores > 1:
         nisa.core_barrier(parts, (0, 1))
         sum_parts(dw_out, parts, core, cores)
