@@ -4,7 +4,7 @@ Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buff
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
 affine_range / sequential_range / static_range (= range: unrolled), fori_loop (compiled loops, below),
 the operators of ops.py, called as values for `op=` or as elementwise functions, nl.sum / max / min, nl.transpose,
-nl.matmul(transpose_x=True), nl.broadcast_to. The elementwise calls take tiles of
+nl.matmul(transpose_x=True), nl.broadcast_to, nl.shared_identity_matrix. The elementwise calls take tiles of
 one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
 refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
 "nl.power(tile, scalar) is not supported").
@@ -60,6 +60,7 @@ class _TileSize:
     psum_num_banks = PSUM_BANKS
     gemm_stationary_fmax = 128
     gemm_moving_fmax = 512
+    bn_stats_fmax = isa.BN_STATS_FMAX
     sbuf_fmax_bytes = SBUF_BYTES_PER_PARTITION
     total_available_sbuf_size = SBUF_BYTES_PER_PARTITION
 
@@ -323,6 +324,28 @@ def broadcast_to(x, shape, dtype=None):
     else:
         isa._mark(out)
     return out
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None):
+    """nl.shared_identity_matrix: an [n, n] identity tile in SBUF of `dtype` (uint8 by default), n <= 128; written
+    into `dst` (an SBUF [n, n] tile of that dtype) when given. The compiler keeps one such constant per dtype and
+    loads it (nki.language.shared_identity_matrix; shared_constant: embedded in the binary, in HBM at load time):
+    counted as one DMA from HBM of its bytes."""
+    n = int(n)
+    if not 1 <= n <= PMAX:
+        raise KernelError(f"nl.shared_identity_matrix: n = {n} must be 1..{PMAX} (the rows are partitions)")
+    if dst is None:
+        dst = ndarray((n, n), dtype, sbuf)
+    elif (not isinstance(dst, Tensor) or dst.buffer is not MemoryRegion.sbuf or tuple(dst.shape) != (n, n)
+          or dst.dtype != np.dtype(dtype)):
+        raise KernelError(f"nl.shared_identity_matrix: dst must be an SBUF [{n}, {n}] tile of {np.dtype(dtype)}, got "
+                          f"{dst!r}")
+    m = machine.current()
+    if not m.trace:
+        dst._np[...] = np.eye(n, dtype=dst.dtype)
+    isa._mark(dst)
+    m.counts.dma(dst.nbytes, True, dst.nbytes, False, m.emitting)
+    return dst
 
 
 def transpose(x, dtype=None):

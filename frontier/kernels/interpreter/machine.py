@@ -76,6 +76,9 @@ class Machine:
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
+        # VectorE's accumulator registers, shared by its accumulating instructions (tensor_scalar_reduce,
+        # range_select: nki.isa.tensor_scalar_reduce); unknown at start
+        self.vec_regs = np.full(PMAX, np.nan, np.float32)
         self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
         # What the compiler settled when it emitted each `nc_matmul(accumulate=None)`, in emission order, and where
         # the run stands in that list: a compiled loop's later iterations run the emitted body, so they read the
