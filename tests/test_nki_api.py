@@ -220,3 +220,207 @@ def test_nc_matmul_transpose_mode_refuses_a_moving_tile_that_is_not_the_identity
     with pytest.raises(KernelError, match="identity"):
         run(kernel, _x(16, 32, dtype=BF16))
     assert trace(_matmul_transpose_kernel, ((16, 8), BF16)).instructions["tensor"] == 2
+
+
+# ------------------------------------------------- activations, identity, tensor_scalar_reduce, bn_stats, max8, range_select
+def test_gelu_apprx_sigmoid_and_silu_dx_are_scalare_functions():
+    """nl.gelu_apprx_sigmoid (x sigmoid(1.702 x)) and nl.silu_dx (the derivative of x sigmoid(x)), as nisa.activation
+    functions and as nl elementwise calls, each one ScalarE instruction; their own error bound applies (not exact)."""
+    def kernel(x, fn):
+        t = nl.load(x)
+        a = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=a, op=getattr(nl, fn), data=t)
+        b = getattr(nl, fn)(t)
+        nisa.tensor_tensor(dst=a, data1=a, data2=b, op=nl.subtract)
+        return _out(b), _out(a)
+
+    x = np.linspace(-6, 6, 128 * 8, dtype=F32).reshape(128, 8)
+    xd = x.astype(np.float64)
+    sig = 1 / (1 + np.exp(-xd))
+    want = {"gelu_apprx_sigmoid": xd / (1 + np.exp(-1.702 * xd)), "silu_dx": sig * (1 + xd * (1 - sig))}
+    for fn, w in want.items():
+        (got, diff), c = run(kernel, x, fn=fn)
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+        assert np.all(diff == 0) and c.instructions["scalar"] == 2
+    # finite differences of silu agree with silu_dx
+    h = 1e-3
+    silu = lambda v: v / (1 + np.exp(-v))  # noqa: E731
+    np.testing.assert_allclose((silu(xd + h) - silu(xd - h)) / (2 * h), want["silu_dx"], atol=1e-6)
+
+
+def test_shared_identity_matrix_is_an_sbuf_identity():
+    """The page's example: a 128 x 128 fp32 identity equals one loaded from HBM and stores as it is; uint8 by
+    default; written into dst when given; n past the partitions refused."""
+    def kernel(expected):
+        ident = nl.shared_identity_matrix(n=128, dtype=nl.float32)
+        eq = nl.equal(ident, nl.load(expected))
+        small = nl.shared_identity_matrix(4)
+        into = nl.ndarray((8, 8), dtype=nl.bfloat16, buffer=nl.sbuf)
+        same = nl.shared_identity_matrix(8, dtype=nl.bfloat16, dst=into)
+        assert same is into and small.dtype == nl.uint8 and small.shape == (4, 4)
+        return _out(ident), _out(eq), _out(into)
+
+    (ident, eq, into), c = run(kernel, np.eye(128, dtype=F32))
+    np.testing.assert_array_equal(ident, np.eye(128))
+    assert np.all(eq == 1)
+    np.testing.assert_array_equal(into.astype(F32), np.eye(8))
+    assert c.dma_transfers >= 3 + 4
+
+    def too_big(x):
+        return _out(nl.shared_identity_matrix(129, dtype=nl.float32))
+
+    with pytest.raises(KernelError, match="n = 129"):
+        run(too_big, _x(4, 4))
+
+
+def test_tensor_scalar_reduce_computes_and_reduces_into_vector_registers():
+    """dst = data op0 operand0; reduce_res = reduce_op over every free dim, in VectorE's accumulator registers:
+    reset_reduce starts from the identity, reduce continues (reduce_res=None keeps the result in the registers),
+    load_reduce starts from reduce_init; reduce_res_negate negates the read-out only. reverse0 is not supported."""
+    def kernel(x, k, rop):
+        t = nl.load(x)
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        neg = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=t, op0=nl.multiply, operand0=nl.load(k), reduce_op=rop, reduce_res=r)
+        nisa.tensor_scalar_reduce(dst=d, data=t, op0=nl.add, operand0=1.0, reduce_op=rop)  # registers only
+        nisa.tensor_scalar_reduce(dst=d, data=t, op0=nl.multiply, operand0=2.0, reduce_op=rop, reduce_res=neg,
+                                  reduce_cmd=nisa.reduce_cmd.reduce, reduce_res_negate=True)
+        return _out(d), _out(r), _out(neg)
+
+    x, k = _x(16, 2, 5, seed=3), _x(16, 1, seed=4)
+    xf = x.reshape(16, -1).astype(np.float64)
+    for rop, red, comb in ((nl.add, np.sum, np.add), (nl.max, np.max, np.maximum), (nl.min, np.min, np.minimum),
+                           (nl.multiply, np.prod, np.multiply)):
+        (d, r, neg), c = run(kernel, x, k, rop=rop)
+        np.testing.assert_array_equal(d, x * 2)
+        np.testing.assert_allclose(r[:, 0], red(xf * k.astype(np.float64), axis=1), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(-neg[:, 0], comb(red(xf + 1, axis=1), red(xf * 2, axis=1)), rtol=1e-5, atol=1e-6)
+        assert c.instructions["vector"] == 3
+
+    def loaded(x, init):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        r = nl.ndarray((x.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=nl.load(x), op0=nl.abs, operand0=None, reduce_op=nl.add, reduce_res=r,
+                                  reduce_cmd=nisa.reduce_cmd.load_reduce, reduce_init=nl.load(init))
+        return _out(r)
+
+    x, init = _x(8, 6, seed=5), _x(8, 1, seed=6)
+    np.testing.assert_allclose(run(loaded, x, init)[0][:, 0], init[:, 0] + np.abs(x).sum(axis=1), rtol=1e-6)
+
+    def bad(x, **kw):
+        d = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_scalar_reduce(dst=d, data=nl.load(x), op0=nl.add, operand0=1.0, **kw)
+        return _out(d)
+
+    with pytest.raises(UnsupportedError, match="reverse0"):
+        run(bad, x, reduce_op=nl.add, reverse0=True)
+    with pytest.raises(UnsupportedError, match="reduce_op"):
+        run(bad, x, reduce_op=nl.subtract)
+    with pytest.raises(KernelError, match="reduce_init"):
+        run(bad, x, reduce_op=nl.add, reduce_init=1.0)
+    with pytest.raises(KernelError, match="at most three free dims"):
+        run(bad, _x(2, 2, 2, 2, 2), reduce_op=nl.add)
+
+
+def test_bn_stats_gives_even_and_odd_count_mean_and_m2():
+    """The page's six elements per partition (count, mean, variance x count of the even elements, then of the odd),
+    fp32, at most nl.tile_size.bn_stats_fmax = 512 elements; the page's example 2 splits 1024 elements in two."""
+    def kernel(x):
+        t = nl.load(x)
+        f = x.shape[1]
+        n = (f + nl.tile_size.bn_stats_fmax - 1) // nl.tile_size.bn_stats_fmax
+        stats = nl.ndarray((x.shape[0], 6 * n), dtype=nl.float32, buffer=nl.sbuf)
+        for i in range(n):
+            w = min(nl.tile_size.bn_stats_fmax, f - i * nl.tile_size.bn_stats_fmax)
+            nisa.bn_stats(dst=stats[:, 6 * i:6 * i + 6], data=t[:, i * 512:i * 512 + w])
+        return _out(stats)
+
+    assert nl.tile_size.bn_stats_fmax == 512
+    for shape in ((128, 128), (128, 1024), (4, 7)):
+        x = _x(*shape, seed=7) * 3 + 1
+        got, c = run(kernel, x)
+        for i in range(got.shape[1] // 6):
+            part = x[:, i * 512:(i + 1) * 512].astype(np.float64)
+            for j, half in enumerate((part[:, 0::2], part[:, 1::2])):
+                s = got[:, 6 * i + 3 * j:6 * i + 3 * j + 3]
+                np.testing.assert_array_equal(s[:, 0], half.shape[1])
+                np.testing.assert_allclose(s[:, 1], half.mean(axis=1), rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(s[:, 2], half.var(axis=1) * half.shape[1], rtol=1e-4)
+        # mean and variance of the whole row follow from the halves (what bn_aggr does)
+        assert c.instructions["vector"] == got.shape[1] // 6
+
+    def too_wide(x):
+        stats = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.bn_stats(dst=stats, data=nl.load(x))
+        return _out(stats)
+
+    with pytest.raises(LimitError, match="at most 512"):
+        run(too_wide, _x(128, 513))
+
+
+def test_max8_gives_the_eight_largest_in_descending_order():
+    """The page's example: [32, 128] values in [0, 1), eight per row, descending; compared in fp32 and cast to dst;
+    8 to 16,384 elements per partition."""
+    def kernel(x, dtype):
+        out = nl.ndarray((x.shape[0], 8), dtype=dtype, buffer=nl.sbuf)
+        nisa.max8(dst=out, src=nl.load(x))
+        return _out(out)
+
+    x = np.random.default_rng(8).random((32, 128)).astype(F32)
+    got, c = run(kernel, x, dtype=nl.float32)
+    np.testing.assert_array_equal(got, -np.sort(-x, axis=1)[:, :8])
+    assert np.all(np.diff(got, axis=1) <= 0) and c.instructions["vector"] == 1
+    got16, _ = run(kernel, x.astype(BF16), dtype=nl.bfloat16)
+    np.testing.assert_array_equal(got16, -np.sort(-x.astype(BF16).astype(F32), axis=1)[:, :8].astype(BF16))
+    x3 = _x(4, 3, 5, seed=9)  # several free dims: the partition's elements, flattened
+    np.testing.assert_array_equal(run(kernel, x3, dtype=nl.float32)[0], -np.sort(-x3.reshape(4, -1), axis=1)[:, :8])
+    with pytest.raises(LimitError, match="between 8 and 16,384"):
+        run(kernel, _x(4, 7), dtype=nl.float32)
+
+
+def test_range_select_keeps_the_range_and_reduces_its_max():
+    """The page's example: keep on_true where bound0 <= range_start + index < bound1 (comp_op0 greater_equal,
+    comp_op1 less), FP32_MIN elsewhere, the row max in reduce_res; chaining keeps the maximum in VectorE's registers
+    (the first call without reduce_res, the next with reduce_cmd=reduce). on_false_value other than FP32_MIN, other
+    comparisons, or another reduce_op are refused."""
+    def kernel(on_true, b0, b1, start):
+        t = nl.load(on_true)
+        dst = nl.ndarray(on_true.shape, dtype=nl.float32, buffer=nl.sbuf)
+        red = nl.ndarray((on_true.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=dst, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=nl.load(b0),
+                          bound1=nl.load(b1), reduce_res=red, reduce_op=nl.maximum, range_start=start,
+                          on_false_value=nisa.FP32_MIN)
+        chained = nl.ndarray((on_true.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.range_select(dst=dst, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=nl.load(b0),
+                          bound1=nl.load(b1), range_start=start + 1000)  # nothing selected: the registers hold -max
+        nisa.range_select(dst=dst, on_true_tile=t, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=nl.load(b0),
+                          bound1=nl.load(b1), reduce_cmd=nisa.reduce_cmd.reduce, reduce_res=chained, range_start=start)
+        return _out(dst), _out(red), _out(chained)
+
+    p, f, start = 8, 64, 10
+    x = _x(p, f, seed=10)
+    b0 = np.arange(p, dtype=F32).reshape(p, 1) * 4 + 12
+    b1 = b0 + 9
+    (dst, red, chained), c = run(kernel, x, b0, b1, start=start)
+    idx = start + np.arange(f)[None, :]
+    mask = (idx >= b0) & (idx < b1)
+    want = np.where(mask, x, np.float32(nisa.FP32_MIN))
+    np.testing.assert_array_equal(dst, want)
+    np.testing.assert_array_equal(red[:, 0], want.max(axis=1))
+    np.testing.assert_array_equal(chained[:, 0], want.max(axis=1))
+    assert c.instructions["vector"] == 3
+
+    def bad(on_true, b0, b1, **kw):
+        dst = nl.ndarray(on_true.shape, dtype=nl.float32, buffer=nl.sbuf)
+        args = dict(comp_op0=nl.greater_equal, comp_op1=nl.less)
+        args.update(kw)
+        nisa.range_select(dst=dst, on_true_tile=nl.load(on_true), bound0=nl.load(b0), bound1=nl.load(b1), **args)
+        return _out(dst)
+
+    with pytest.raises(KernelError, match="FP32_MIN"):
+        run(bad, x, b0, b1, on_false_value=0.0)
+    with pytest.raises(KernelError, match="comparison operators"):
+        run(bad, x, b0, b1, comp_op0=nl.not_equal)
+    with pytest.raises(UnsupportedError, match="reduce_op must be one of nl.maximum"):
+        run(bad, x, b0, b1, reduce_op=nl.add)

@@ -1004,6 +1004,73 @@ def test_lnc2_cores_must_allocate_the_same_shared_tensors():
         run(kernel, _x(4, 4), lnc=2)
 
 
+def test_lnc2_compiled_loops_run_alike_on_both_cores():
+    """LNC overview: dynamic control flow that differs between the cores is undefined. A fori_loop (run or traced) or
+    a while_loop whose trip count depends on the core is refused, as is a compiled loop only one core runs; loops of
+    equal trip counts, with straight-line code that differs by core, run."""
+    def per_core_rows(x, extra):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+        core = nl.program_id(0)
+        start = core * (n // 2)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r))
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        stop = start + n // 2 - (128 if core == 0 and extra else 0)
+        nl.fori_loop(start, stop, body, step=128)
+        if core == 0 and extra:  # core 0's last tile in straight-line code instead
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x[stop:stop + 128, :])
+            nisa.dma_copy(dst=out[stop:stop + 128, :], src=t)
+        return out
+
+    x = _x(512, 4)
+    np.testing.assert_array_equal(run(per_core_rows, x, extra=False, lnc=2)[0], x)
+    with pytest.raises(KernelError, match="compiled loop 1 differs .*core 0: nl.fori_loop of 1 iterations; core 1: "
+                                          "nl.fori_loop of 2 iterations.*LNC overview"):
+        run(per_core_rows, x, extra=True, lnc=2)
+    with pytest.raises(KernelError, match="compiled loop 1 differs"):
+        trace(per_core_rows, x, extra=True, lnc=2)
+    run(per_core_rows, x, extra=True, lnc=1)  # one core: nothing to agree with
+
+    def one_core_loops(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if nl.program_id(0) == 1:
+            nl.fori_loop(0, 2, lambda i: None)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    with pytest.raises(KernelError, match="core 0: no such loop; core 1: nl.fori_loop of 2 iterations"):
+        run(one_core_loops, _x(8, 4), lnc=2)
+
+    def countdown(x):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        nisa.dma_copy(dst=out, src=t)
+        nl.while_loop(nisa.register_alloc(1 + nl.program_id(0)), _decrement)  # runs 1 + program_id times
+        return out
+
+    with pytest.raises(KernelError, match="core 0: nl.while_loop of 1 iterations; core 1: nl.while_loop of 2"):
+        run(countdown, _x(8, 4), lnc=2)
+    trace(countdown, _x(8, 4), lnc=2)  # a trace cannot know a while_loop's trip count
+
+
+def _decrement(r):
+    """A while_loop body: the next condition register, r - 1 (through a register_store / load round trip)."""
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.register_store(t, r)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.subtract, operand0=1.0)
+    nxt = nisa.register_alloc(0)
+    nisa.register_load(nxt, t)
+    return nxt
+
+
 def test_dge_modes_as_documented():
     """nki-dge: dge_mode=none cannot address a runtime offset; hwdge is triggered by ScalarE or sync only."""
     def copy_rows(x, mode, eng):
@@ -1036,6 +1103,118 @@ def test_dge_modes_as_documented():
 
     y = _x(8, 8)
     np.testing.assert_array_equal(run(static_none, y)[0], y)
+
+
+def test_a_casting_dma_needs_a_dge_mode_that_casts():
+    """Migration guide 0.2 -> 0.3: hardware DGE moves raw bytes, so src and dst dtypes must match with
+    dge_mode=hwdge; swdge and none cast. The default (the compiler's choice) casts where none is open to it, a static
+    address; at a runtime address (none ruled out, nki-dge) hardware DGE cannot be ruled out: refused."""
+    def cast_rows(x, mode):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), dge_mode=mode)
+            w = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=w, src=t)
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=w)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    def cast_static(x, mode):
+        t = nl.ndarray(x.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x, dge_mode=mode)
+        w = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=w, src=t)
+        return _store_like(x, w)
+
+    x = _x(256, 8)
+    want = x.astype(nl.bfloat16).astype(F32)
+    np.testing.assert_array_equal(run(cast_rows, x, mode=nisa.dge_mode.swdge)[0], want)
+    y, want_y = x[:128], want[:128]
+    for mode in (nisa.dge_mode.unknown, nisa.dge_mode.swdge, nisa.dge_mode.none):
+        np.testing.assert_array_equal(run(cast_static, y, mode=mode)[0], want_y)
+    with pytest.raises(KernelError, match="float32 -> bfloat16 .* runtime .* dge_mode=swdge"):
+        run(cast_rows, x, mode=nisa.dge_mode.unknown)
+    for kernel, a in ((cast_rows, x), (cast_static, y)):
+        with pytest.raises(KernelError, match="dge_mode=hwdge: hardware DGE moves raw bytes"):
+            run(kernel, a, mode=nisa.dge_mode.hwdge)
+
+    def same_dtype_hwdge(x):  # matching dtypes (a .view-free copy) are fine with hwdge, at a runtime address too
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.ndarray((128, d), dtype=x.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), dge_mode=nisa.dge_mode.hwdge)
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=t)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    np.testing.assert_array_equal(run(same_dtype_hwdge, x)[0], x)
+
+    def load_cast(x):  # nl.load(dtype=) is a DMA in the compiler's mode: a static cast is fine
+        w = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=w, src=nl.load(x, dtype=nl.bfloat16))
+        return _store_like(x, w)
+
+    np.testing.assert_array_equal(run(load_cast, y)[0], want_y)
+
+    def load_cast_rows(x):
+        n, d = x.shape
+        out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
+
+        def body(r):
+            t = nl.load(x.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), dtype=nl.bfloat16)
+            w = nl.ndarray((128, d), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=w, src=t)
+            nisa.dma_copy(dst=out.ap([[d, 128], [1, d]], offset=0, scalar_offset=r), src=w)
+
+        nl.fori_loop(0, n, body, step=128)
+        return out
+
+    with pytest.raises(KernelError, match="nl.load: a float32 -> bfloat16 copy at a runtime"):
+        run(load_cast_rows, x)
+
+
+def test_memset_value_matches_the_dtype():
+    """Migration guide 0.2 -> 0.3, strict type matching: 2.0 into an int32 tile is refused, 2 accepted; a float tile
+    takes a number (the guide zero-fills a float8 x4 tile with value=0); an integer past the dtype's range does not
+    match it either. nl.zeros / nl.ones / nl.full of an integer dtype stay usable."""
+    def fill(x, dtype, value):
+        t = nl.ndarray(x.shape, dtype=dtype, buffer=nl.sbuf)
+        nisa.memset(dst=t, value=value)
+        f = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=f, src=t)
+        return _store_like(x, f)
+
+    x = _x(4, 4)
+    for dtype, value, want in ((nl.int32, 2, 2.0), (nl.int32, -7, -7.0), (nl.uint8, 255, 255.0),
+                               (nl.float32, 2, 2.0), (nl.float32, 0.25, 0.25), (nl.bfloat16, 0, 0.0)):
+        np.testing.assert_array_equal(run(fill, x, dtype=dtype, value=value)[0], np.full((4, 4), want, F32))
+    with pytest.raises(KernelError, match="value 2.0 into a int32 tile.*integer literal"):
+        run(fill, x, dtype=nl.int32, value=2.0)
+    with pytest.raises(KernelError, match="does not fit dst's dtype uint8"):
+        run(fill, x, dtype=nl.uint8, value=256)
+    with pytest.raises(KernelError, match="does not fit dst's dtype uint32"):
+        run(fill, x, dtype=nl.uint32, value=-1)
+    with pytest.raises(KernelError, match="compile-time number"):
+        run(fill, x, dtype=nl.int32, value=True)
+
+    def language_fills(x):
+        f = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=f, src=nl.zeros(x.shape, dtype=nl.int32))
+        g = nl.ndarray(x.shape, dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=g, src=nl.ones(x.shape, dtype=nl.int32))
+        nisa.tensor_tensor(dst=f, data1=f, data2=g, op=nl.add)
+        nisa.tensor_copy(dst=g, src=nl.full(x.shape, 3.0, dtype=nl.int32))
+        nisa.tensor_tensor(dst=f, data1=f, data2=g, op=nl.add)
+        return _store_like(x, f)
+
+    np.testing.assert_array_equal(run(language_fills, x)[0], np.full((4, 4), 4.0, F32))
 
 
 def _store_like(x, t):

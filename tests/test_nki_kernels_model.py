@@ -529,8 +529,9 @@ def test_head_ce_counts_by_hand(ce, monkeypatch):
     dtypes = _MatmulDtypes(monkeypatch)
     (_, lse), c = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP)
     # TensorE: hidden^T, W^T (4 transposes), the logit tile (LoadStationary + MultiplyMoving). VectorE: 5 transpose copies, row max, -cap max,
-    # (ids == target) * t, lse, loss. ScalarE: tanh, exp + sum (+ read-out), masked copy + sum (+ read-out), log.
-    assert c.instructions == {"tensor": 5 + 2, "vector": 10, "scalar": 6, "gpsimd": 1}
+    # (ids == target) * t, lse, loss, the int32 -> fp32 conversion of the targets. ScalarE: tanh, exp + sum (+ read-out),
+    # masked copy + sum (+ read-out), log.
+    assert c.instructions == {"tensor": 5 + 2, "vector": 11, "scalar": 6, "gpsimd": 1}
     assert c.matmul_flops == 2 * d * n * v + 5 * (2 * 128 * 64 * 128)
     assert c.elements["scalar"] == 3 * n * v + 2 * n + n  # tanh, exp, copy; two read-outs; log
     assert c.dma_transfers == 1 + 1 + 4 + 2 and c.peak_psum_banks == 2
@@ -540,8 +541,9 @@ def test_head_ce_counts_by_hand(ce, monkeypatch):
     _, c = run(ce.head_ce_bwd, hidden, w, targets, lse, dloss, cap=CAP)
     # TensorE: transposes of hidden, W (4), g (4); logit tile, dhidden (4 sub-tiles), dW (4): 2 instructions each
     # VectorE: the memset zeroing dW, 9 transpose copies, -lse, -dloss, p - onehot, 4 additions of the dW row tiles to
-    # their partial sums. ScalarE: tanh, exp, dloss (1 - t^2), the dhidden copy. GpSimd: iota, t^2, g.
-    assert c.instructions == {"tensor": 9 + 2 * 9, "vector": 1 + 9 + 2 + 1 + 4, "scalar": 4, "gpsimd": 3}
+    # their partial sums, the targets' conversion. ScalarE: tanh, exp, dloss (1 - t^2), the dhidden copy. GpSimd: iota,
+    # t^2, g.
+    assert c.instructions == {"tensor": 9 + 2 * 9, "vector": 1 + 9 + 2 + 1 + 4 + 1, "scalar": 4, "gpsimd": 3}
     # logits, dhidden, dW: 2 N D V each; transposes: hidden, W (4) of [128, 64], g (4) of [128, 128]
     assert c.matmul_flops == 3 * (2 * n * d * v) + 5 * (2 * 128 * 64 * 128) + 4 * (2 * 128 * 128 * 128)
     # zeroing dW (4 row tiles); hidden, targets, lse, dloss, W (4 row tiles), dW (4) read and written, dhidden
@@ -676,3 +678,58 @@ def test_interpreter_agrees_with_nki_simulate(kernel, monkeypatch):
     for got, sim in zip(ours, simulated):
         sim = np.asarray(sim)
         np.testing.assert_allclose(got, sim, rtol=1e-5, atol=1e-5 * np.abs(sim).max())
+
+
+def test_head_ce_targets_are_int32_ids_exact_in_fp32(ce):
+    """The targets reach the kernel as int32 token ids, DMA'd into an int32 tile (a DMA at a runtime address does not
+    cast) and converted on VectorE; fp32 compares them with the vocabulary ids exactly only below 2^24, so a larger
+    vocabulary (or other target dtypes) is refused before anything runs."""
+    from frontier.kernels.interpreter import trace
+    f32 = np.float32
+    big = 2**24 + 1
+    with pytest.raises(AssertionError, match="2\\^24"):
+        trace(ce.head_ce_fwd, ((128, 1), f32), ((big, 1), f32), ((128,), np.int32), cap=CAP)
+    with pytest.raises(AssertionError, match="2\\^24"):
+        trace(ce.head_ce_bwd, ((128, 1), f32), ((big, 1), f32), ((128,), np.int32), ((128,), f32), ((128,), f32),
+              cap=CAP)
+    with pytest.raises(AssertionError, match="int32 token ids"):
+        trace(ce.head_ce_fwd, ((128, 8), f32), ((512, 8), f32), ((128,), np.int64), cap=CAP)
+    hidden, w, targets, _ = _ce_case(128, 64, 512)
+    targets[:4] = [0, 511, 255, 1]  # the vocabulary's ends
+    (loss, lse), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, matmul_dtype="float32")
+    z = CAP * np.tanh((hidden.astype(np.float64) @ w.T.astype(np.float64)) / CAP)
+    np.testing.assert_allclose(loss, lse - z[np.arange(128), targets], rtol=0, atol=1e-4)
+
+
+def test_token_loops_run_alike_on_both_cores_at_lnc2(mlp, ce):
+    """At LNC=2 the cores' shares differ by a tile when N has an odd number of tiles; the compiled token loops run the
+    same trip count on both cores (the LNC overview: differing dynamic control flow is undefined) and the core with
+    more rows takes them in straight-line code. Traced over N = 1..9 tiles (whole and ragged) and the default and
+    one-tile blocks; run at N = 384 (1 and 2 whole tiles) against LNC=1."""
+    from frontier.kernels.interpreter import trace
+    f32 = np.float32
+    d, f, v = 32, 64, 256
+    for n in [128 * k for k in range(1, 10)] + [128 * k + 40 for k in range(0, 9)]:
+        trace(mlp.mlp_fwd, ((n, d), f32), ((f, d), f32), ((d, f), f32), lnc=2)
+        for pb in (0, 1, 2):
+            trace(mlp.mlp_bwd, ((n, d), f32), ((f, d), f32), ((d, f), f32), ((n, d), f32), pos_block=pb, lnc=2)
+            trace(ce.head_ce_fwd, ((n, d), f32), ((v, d), f32), ((n,), np.int32), cap=CAP, pos_block=pb, lnc=2)
+            trace(ce.head_ce_bwd, ((n, d), f32), ((v, d), f32), ((n,), np.int32), ((n,), f32), ((n,), f32), cap=CAP,
+                  pos_block=pb, lnc=2)
+    x, w1, w2, dy = _mlp_case(384, 40, 2, seed=3)
+    np.testing.assert_array_equal(run(mlp.mlp_fwd, x, w1, w2, lnc=2)[0], run(mlp.mlp_fwd, x, w1, w2)[0])
+    (dx1, a1, b1), _ = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1)
+    (dx2, a2, b2), c2 = run(mlp.mlp_bwd, x, w1, w2, dy, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(dx1, dx2)
+    for one, two in ((a1, a2), (b1, b2)):
+        assert np.abs(one - two).max() <= 1e-6 * np.abs(one).max()
+    assert c2.lnc_conflicts == 0
+    hidden, w, targets, dloss = _ce_case(384, 64, 512)
+    (loss1, lse1), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1)
+    (loss2, lse2), _ = run(ce.head_ce_fwd, hidden, w, targets, cap=CAP, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(loss1, loss2)
+    np.testing.assert_array_equal(lse1, lse2)
+    (dh1, dw1), _ = run(ce.head_ce_bwd, hidden, w, targets, lse1, dloss, cap=CAP, pos_block=1)
+    (dh2, dw2), c = run(ce.head_ce_bwd, hidden, w, targets, lse1, dloss, cap=CAP, pos_block=1, lnc=2)
+    np.testing.assert_array_equal(dh1, dh2)
+    assert np.abs(dw1 - dw2).max() <= 1e-6 * np.abs(dw1).max() and c.lnc_conflicts == 0

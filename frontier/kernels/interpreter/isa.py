@@ -14,7 +14,8 @@ The enums carry the values of the NKI stubs (engine: tensor 1, scalar 2, gpsimd 
 swdge 1, hwdge 2, none 3).
 
 Subset: dma_copy, tensor_copy, memset, nc_matmul, nc_transpose, activation, activation_reduce, tensor_tensor,
-tensor_scalar, scalar_tensor_tensor, tensor_reduce, tensor_partition_reduce, reciprocal, iota, affine_select.
+tensor_scalar, scalar_tensor_tensor, tensor_reduce, tensor_partition_reduce, tensor_scalar_reduce, range_select,
+bn_stats, max8, reciprocal, iota, affine_select.
 """
 
 from __future__ import annotations
@@ -221,11 +222,14 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     """dst = src between HBM and SBUF (any direction); never PSUM. Casts through fp32 when dtypes differ.
 
     DGE modes (nki/deep-dives/nki-dge.rst): `none` (descriptors precomputed on the host) cannot address a runtime
-    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block."""
+    offset; with `hwdge` only ScalarE or the sync engine may trigger the descriptor block. A casting copy (src and
+    dst dtypes differ) is refused where hardware DGE, which moves raw bytes, is asked for or cannot be ruled out
+    (`_casting_dge`)."""
     op = "nisa.dma_copy"
     if not isinstance(dge_mode, globals()["dge_mode"]):
         raise KernelError(f"{op}: dge_mode must be a nisa.dge_mode, got {dge_mode!r}")
     dynamic = any(isinstance(t, Tensor) and t.dynamic for t in (dst, src))
+    _casting_dge(op, dst, src, dge_mode, dynamic)
     if dge_mode is globals()["dge_mode"].none and dynamic:
         raise LimitError(f"{op}: dge_mode=none precomputes descriptors on the host and cannot handle a runtime "
                          "(scalar_offset) address: use the default, hwdge or swdge")
@@ -236,6 +240,28 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
         raise KernelError(f"{op}: engine= chooses who triggers hardware DGE and is only valid with "
                           f"dge_mode=nisa.dge_mode.hwdge (got {dge_mode}): drop it, or pass dge_mode=hwdge")
     _dma(dst, src, op)
+
+
+def _casting_dge(op: str, dst, src, mode, dynamic: bool) -> None:
+    """A DMA that converts dtypes needs a descriptor mode that casts. Hardware DGE moves raw bytes and NKI 0.3+
+    refuses it mismatched dtypes (migration guide 0.2 -> 0.3, "dma_copy: dge_mode type matching"); swdge and none
+    cast ("use dge_mode.swdge or dge_mode.none if type casting is intended"), and `unknown` (the compiler's choice)
+    casts through fp32 as nki.isa.dma_copy describes wherever a casting mode is open to it. A runtime (scalar_offset)
+    address rules out none (nki-dge: precomputed descriptors cannot handle dynamic addresses), leaving swdge or
+    hwdge, between which the docs do not say the compiler picks by dtype: refused too."""
+    if not (isinstance(dst, Tensor) and isinstance(src, Tensor)) or src.dtype == dst.dtype:
+        return
+    modes = globals()["dge_mode"]
+    cast = f"{src.dtype} -> {dst.dtype}"
+    if mode is modes.hwdge:
+        raise KernelError(f"{op}: a {cast} copy with dge_mode=hwdge: hardware DGE moves raw bytes and needs src and "
+                          "dst of one dtype; use dge_mode=swdge (or none, for a static address) to cast, or convert "
+                          "on an engine (nisa.tensor_copy)")
+    if mode is modes.unknown and dynamic:
+        raise KernelError(f"{op}: a {cast} copy at a runtime (scalar_offset) address: the compiler may give it "
+                          "hardware DGE, which does not cast (dge_mode=none cannot take a runtime address); copy "
+                          "into a tile of src's dtype and convert on an engine (nisa.tensor_copy), or ask for "
+                          "dge_mode=swdge")
 
 
 def _dma(dst, src, op: str) -> None:
@@ -397,10 +423,14 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
-    """dst = value (a compile-time constant) on VectorE (default) or GpSimd."""
+    """dst = value (a compile-time constant) on VectorE (default) or GpSimd. The value matches dst's dtype (NKI 0.3+,
+    migration guide 0.2 -> 0.3, "memset: strict type matching"): an integer dst takes an integer inside its range
+    (2.0 into an int32 tile is refused, as the guide shows); a float dst takes a number (the same guide zero-fills a
+    float8 x4 tile with value=0)."""
     op = "nisa.memset"
     eng = _engine(engine, ("vector", "gpsimd"), "vector", op)
     _tile(dst, "dst", op)
+    _memset_value(op, dst, value)
     if eng == "gpsimd":
         _no_psum_on_gpsimd(op, dst)
     if _tracing():
@@ -408,6 +438,19 @@ def memset(dst, value, engine=engine.unknown, name=None):
     else:
         _write(dst, np.full(dst.shape, value, dtype=f32))
     _count(eng, dst)
+
+
+def _memset_value(op: str, dst: Tensor, value) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise KernelError(f"{op}: value must be a compile-time number, got {type(value).__name__}")
+    if is_float(dst.dtype):
+        return
+    if not isinstance(value, (int, np.integer)):
+        raise KernelError(f"{op}: value {value!r} into a {dst.dtype} tile: from NKI 0.3 the value must match dst's "
+                          "dtype (nothing casts it); pass an integer literal")
+    info = np.iinfo(dst.dtype)
+    if not info.min <= int(value) <= info.max:
+        raise KernelError(f"{op}: value {value} does not fit dst's dtype {dst.dtype} ([{info.min}, {info.max}])")
 
 
 # ----------------------------------------------------------------------------------------------- TensorE
@@ -826,6 +869,192 @@ def reciprocal(dst, data, name=None):
         _mark(dst)
         return
     _write(dst, OPS["reciprocal"].apply(data.read()))
+
+
+_REDUCE_IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def _reduce_op(op, name_: str, allowed: tuple[str, ...]) -> Op:
+    """A reduction operator: an nl ALU operator, or nl.max / nl.min (the names the pages use) for maximum / minimum."""
+    if callable(op) and not isinstance(op, Op) and getattr(op, "__name__", None) in ("max", "min"):
+        op = OPS["maximum" if op.__name__ == "max" else "minimum"]
+    if not isinstance(op, Op) or op.name not in allowed:
+        raise UnsupportedError(f"{name_}: reduce_op must be one of {', '.join('nl.' + a for a in allowed)}, got {op!r}")
+    return op
+
+
+def _vector_accumulate(name_: str, partial: np.ndarray | None, lanes: slice, op: Op, cmd, init=None) -> None:
+    """VectorE's accumulator registers (machine.vec_regs) under reduce_cmd: reset sets them to op's identity, reduce
+    folds `partial` into them, reset_reduce does both, load_reduce loads `init` and folds, idle leaves them."""
+    m = machine.current()
+    if cmd in (_RC.reset, _RC.reset_reduce):
+        m.vec_regs[lanes] = _REDUCE_IDENTITY[op.name]
+    elif cmd is _RC.load_reduce:
+        m.vec_regs[lanes] = init
+    if cmd in (_RC.reduce, _RC.reset_reduce, _RC.load_reduce):
+        m.vec_regs[lanes] = op.apply(m.vec_regs[lanes], partial)
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
+    """dst = data op0 operand0 (nisa.tensor_scalar with one operator) on VectorE, and the result reduced over all
+    its free dims by reduce_op (nl.add, nl.multiply, nl.max, nl.min) into VectorE's accumulator registers
+    (nki.isa.tensor_scalar_reduce): reset_reduce (default) starts from reduce_op's identity, reduce continues,
+    load_reduce starts from reduce_init (a number or an fp32 [P, 1] tile, given only then). reduce_res ([P, 1]; None
+    keeps the result in the registers) receives the registers, negated with reduce_res_negate (the registers are
+    not). reverse0 is documented as not supported yet: refused. At most three free dims."""
+    name_ = "nisa.tensor_scalar_reduce"
+    o0 = _alu(op0, name_, "op0")
+    rop = _reduce_op(reduce_op, name_, ("add", "multiply", "maximum", "minimum"))
+    if reverse0:
+        raise UnsupportedError(f"{name_}: reverse0=True is documented as not supported yet")
+    if reduce_cmd not in (_RC.reset_reduce, _RC.reduce, _RC.load_reduce):
+        raise KernelError(f"{name_}: reduce_cmd must be reset_reduce, reduce or load_reduce, got {reduce_cmd}")
+    if (reduce_init is not None) != (reduce_cmd is _RC.load_reduce):
+        raise KernelError(f"{name_}: reduce_init is given with reduce_cmd=load_reduce, and only then")
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _lanes(name_, dst, data)
+    _same_free(name_, dst, data)
+    if data.ndim > 4 or dst.ndim > 4:
+        raise KernelError(f"{name_}: data and dst have at most three free dims, got {data.shape} and {dst.shape}")
+    if reduce_res is not None:
+        _tile(reduce_res, "reduce_res", name_)
+        _lanes(name_, data, reduce_res)
+        if reduce_res.free_size != 1:
+            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    if o0.arity == 1 and operand0 not in (None, 0, 0.0):
+        raise KernelError(f"{name_}: operand0 must be None or 0 for the unary {o0!r}")
+    _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        if reduce_res is not None:
+            _mark(reduce_res)
+        return
+    x = data.read()
+    out = o0.apply(x) if o0.arity == 1 else o0.apply(x, _operand(operand0, data, name_, "operand0", fp32=True))
+    _write(dst, out)
+    p = data.partitions
+    lanes = slice(data.p0, data.p0 + p)
+    init = None
+    if reduce_cmd is _RC.load_reduce:
+        init = (_operand(reduce_init, data, name_, "reduce_init", fp32=True).reshape(p)
+                if isinstance(reduce_init, Tensor) else f32(reduce_init))
+    partial = rop.reduce(np.asarray(out, f32).reshape(p, -1), axis=1).astype(f32)
+    _vector_accumulate(name_, partial, lanes, rop, reduce_cmd, init)
+    if reduce_res is not None:
+        regs = machine.current().vec_regs[lanes]
+        _write(reduce_res, -regs if reduce_res_negate else regs)
+
+
+_RANGE_CMP = ("equal", "less", "less_equal", "greater", "greater_equal")
+FP32_MIN = float(-np.finfo(np.float32).max)  # -3.4028235e+38, range_select's only on_false_value
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op=None, range_start=0, on_false_value=FP32_MIN, name=None):
+    """dst = on_true_tile where comp_op0(i, bound0) and comp_op1(i, bound1), else FP32_MIN, on VectorE
+    (nki.isa.range_select, NeuronCore-v3+): i = range_start + the element's index along the flattened free dims,
+    compared in fp32 with the fp32 [P, 1] bounds (i below 2^24). The row maximum (reduce_op nl.maximum, the only one)
+    goes into VectorE's accumulator registers under reduce_cmd (reset_reduce by default; load_reduce, which needs an
+    initial value this instruction has no parameter for, is refused) and to reduce_res ([P, 1]) when given.
+    on_false_value must be FP32_MIN (a hardware constraint); on_true_tile a float tile."""
+    name_ = "nisa.range_select"
+    cmps = [_alu(c, name_, role) for c, role in ((comp_op0, "comp_op0"), (comp_op1, "comp_op1"))]
+    if any(c.name not in _RANGE_CMP for c in cmps):
+        raise KernelError(f"{name_}: comparison operators must be among {', '.join('nl.' + c for c in _RANGE_CMP)}, "
+                          f"got {cmps}")
+    rop = _reduce_op(OPS["maximum"] if reduce_op is None else reduce_op, name_, ("maximum",))
+    if reduce_cmd is _RC.load_reduce:
+        raise UnsupportedError(f"{name_}: reduce_cmd=load_reduce has no initial value to load here")
+    if f32(on_false_value) != f32(FP32_MIN):
+        raise KernelError(f"{name_}: on_false_value must be FP32_MIN ({FP32_MIN}) on the hardware, got "
+                          f"{on_false_value!r}")
+    if isinstance(range_start, bool) or not isinstance(range_start, (int, np.integer)):
+        raise KernelError(f"{name_}: range_start must be a compile-time int, got {range_start!r}")
+    _tile(dst, "dst", name_), _tile(on_true_tile, "on_true_tile", name_)
+    if not is_float(on_true_tile.dtype):
+        raise KernelError(f"{name_}: on_true_tile must be a float tile, got {on_true_tile.dtype}")
+    _lanes(name_, dst, on_true_tile)
+    _same_free(name_, dst, on_true_tile)
+    for role, b in (("bound0", bound0), ("bound1", bound1)):
+        if not isinstance(b, Tensor) or b.free_size != 1 or b.dtype != np.float32:
+            raise KernelError(f"{name_}: {role} must be an fp32 tile with one element per partition, got {b!r}")
+        _tile(b, role, name_)
+        _lanes(name_, on_true_tile, b)
+    if reduce_res is not None:
+        _tile(reduce_res, "reduce_res", name_)
+        _lanes(name_, on_true_tile, reduce_res)
+        if reduce_res.free_size != 1:
+            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    f = on_true_tile.free_size
+    if not (-2**24 <= range_start and range_start + f - 1 <= 2**24):
+        raise KernelError(f"{name_}: range_start + free index must stay within 2^24 in magnitude (compared in fp32), "
+                          f"got {range_start}..{range_start + f - 1}")
+    _count("vector", on_true_tile)
+    if _tracing():
+        _mark(dst)
+        if reduce_res is not None:
+            _mark(reduce_res)
+        return
+    p = on_true_tile.partitions
+    idx = (range_start + np.arange(f, dtype=np.float64)).astype(f32)[None, :]
+    b0, b1 = bound0.read().reshape(p, 1), bound1.read().reshape(p, 1)
+    mask = (cmps[0].apply(idx, b0) != 0) & (cmps[1].apply(idx, b1) != 0)
+    out = np.where(mask, on_true_tile.read().reshape(p, f), f32(FP32_MIN)).astype(f32)
+    _write(dst, out)
+    lanes = slice(on_true_tile.p0, on_true_tile.p0 + p)
+    _vector_accumulate(name_, out.max(axis=1), lanes, rop, reduce_cmd)
+    if reduce_res is not None:
+        _write(reduce_res, machine.current().vec_regs[lanes])
+
+
+BN_STATS_FMAX = 512  # nl.tile_size.bn_stats_fmax
+
+
+def bn_stats(dst, data, name=None):
+    """Per partition, on VectorE in fp32 (nki.isa.bn_stats): dst's 6 elements are the count, mean and variance x
+    count (the sum of squared deviations) of the even-indexed elements of data's (flattened) free dims, then the same
+    of the odd-indexed ones; at most 512 elements per partition (nl.tile_size.bn_stats_fmax). A half without elements
+    (one element in all) gives count 0 and, as the pages do not say, mean and variance 0."""
+    name_ = "nisa.bn_stats"
+    _tile(dst, "dst", name_), _tile(data, "data", name_)
+    _lanes(name_, dst, data)
+    if data.free_size > BN_STATS_FMAX:
+        raise LimitError(f"{name_}: data has {data.free_size} elements per partition, at most {BN_STATS_FMAX} "
+                         "(nl.tile_size.bn_stats_fmax): run bn_stats per 512-element tile and aggregate")
+    if dst.free_size != 6:
+        raise KernelError(f"{name_}: dst must hold 6 elements per partition, got {dst.shape}")
+    _count("vector", data)
+    if _tracing():
+        _mark(dst)
+        return
+    x = data.read().reshape(data.partitions, -1).astype(f32)
+    cols = []
+    for half in (x[:, 0::2], x[:, 1::2]):
+        k = half.shape[1]
+        mean = half.mean(axis=1, dtype=f32) if k else np.zeros(len(x), f32)
+        m2 = ((half - mean[:, None]) ** 2).sum(axis=1, dtype=f32) if k else np.zeros(len(x), f32)
+        cols += [np.full(len(x), k, f32), mean, m2]
+    _write(dst, np.stack(cols, axis=1))
+
+
+def max8(dst, src, name=None):
+    """dst[p, 0:8] = the 8 largest values of src's partition p, in descending order, compared in fp32 and cast to
+    dst's dtype, on VectorE (nki.isa.max8): 8 to 16,384 elements per partition, src at most four free dims, dst
+    [P, 8] (at most two free dims)."""
+    name_ = "nisa.max8"
+    _tile(dst, "dst", name_), _tile(src, "src", name_)
+    _lanes(name_, dst, src)
+    if not 8 <= src.free_size <= 16384:
+        raise LimitError(f"{name_}: src has {src.free_size} elements per partition, between 8 and 16,384 allowed")
+    if src.ndim > 5 or dst.ndim > 3 or dst.free_size != 8:
+        raise KernelError(f"{name_}: src at most 5-D and dst [P, 8] (at most 3-D), got {src.shape} and {dst.shape}")
+    _count("vector", src)
+    if _tracing():
+        _mark(dst)
+        return
+    x = src.read().reshape(src.partitions, -1).astype(f32)
+    _write(dst, -np.sort(-x, axis=1)[:, :8])
 
 
 def _affine(dst: Tensor, pattern, offset: int, channel_multiplier: int, name_: str) -> np.ndarray:

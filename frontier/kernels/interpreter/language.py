@@ -4,7 +4,7 @@ Subset: dtypes (float32, bfloat16, float16, float8_*, int8..uint32, bool_), buff
 shared_hbm), tile_size, ndarray / zeros / full / ones (on-chip; HBM only through ndarray), load / store, ds,
 affine_range / sequential_range / static_range (= range: unrolled), fori_loop (compiled loops, below),
 the operators of ops.py, called as values for `op=` or as elementwise functions, nl.sum / max / min, nl.transpose,
-nl.matmul(transpose_x=True), nl.broadcast_to. The elementwise calls take tiles of
+nl.matmul(transpose_x=True), nl.broadcast_to, nl.shared_identity_matrix. The elementwise calls take tiles of
 one shape, or a tile and a number: broadcasting two tiles of different shapes does not exist on the hardware and is
 refused, as are nl.divide, nl.mod and nl.fmod, and nl.power with a scalar exponent (a known issue of NKI 0.3/0.4:
 "nl.power(tile, scalar) is not supported").
@@ -31,7 +31,7 @@ from . import isa, machine
 from .errors import KernelError, LimitError, NotInSubsetError, UnsupportedError
 from .limits import PMAX, PSUM_BANK_BYTES, PSUM_BANK_FP32, PSUM_BANKS, SBUF_BYTES_PER_PARTITION
 from .ops import Op, make_ops
-from .tensor import DynSlice, MemoryRegion, Register, Scalar, Tensor
+from .tensor import DynSlice, MemoryRegion, Register, Scalar, Tensor, is_float
 
 # dtypes (NumPy dtypes; bf16 and fp8 from ml_dtypes)
 float32 = np.dtype(np.float32)
@@ -60,6 +60,7 @@ class _TileSize:
     psum_num_banks = PSUM_BANKS
     gemm_stationary_fmax = 128
     gemm_moving_fmax = 512
+    bn_stats_fmax = isa.BN_STATS_FMAX
     sbuf_fmax_bytes = SBUF_BYTES_PER_PARTITION
     total_available_sbuf_size = SBUF_BYTES_PER_PARTITION
 
@@ -99,6 +100,8 @@ def full(shape, fill_value, dtype, buffer=sbuf, name=""):
     if not _buffer(buffer).on_chip:
         raise UnsupportedError("nl.full/zeros/ones in HBM are not in the interpreted subset")
     t = ndarray(shape, dtype, buffer, name)
+    if not is_float(t.dtype) and isinstance(fill_value, (float, np.floating)) and float(fill_value).is_integer():
+        fill_value = int(fill_value)  # nl.full's value is not memset's: an integral float fills an integer tensor
     isa.memset(t, fill_value)
     return t
 
@@ -116,6 +119,7 @@ def load(src, dtype=None):
     if not isinstance(src, Tensor) or src.on_chip:
         raise LimitError(f"nl.load reads HBM, got {src!r}")
     tile = ndarray(src.shape, dtype or src.dtype, sbuf)
+    isa._casting_dge("nl.load", tile, src, isa.dge_mode.unknown, src.dynamic)  # the compiler's DGE mode
     isa._dma(tile, src, "nl.load")
     return tile
 
@@ -124,6 +128,8 @@ def store(dst, value):
     """dst (HBM) = value (an SBUF tile; PSUM cannot be DMA'd)."""
     if not isinstance(dst, Tensor) or dst.on_chip:
         raise LimitError(f"nl.store writes HBM, got {dst!r}")
+    isa._casting_dge("nl.store", dst, value, isa.dge_mode.unknown,
+                     dst.dynamic or isinstance(value, Tensor) and value.dynamic)
     isa._dma(dst, value, "nl.store")
 
 
@@ -151,6 +157,7 @@ def _device_loop(values: range, variable):
     m = machine.current()
     if m.emitting:
         m.counts.dynamic_loops += 1
+    m.loops.append(("nl.fori_loop", len(values)))
     replaying, start = False, m.inferred_at
     try:
         for k, v in enumerate(values):
@@ -233,6 +240,7 @@ def while_loop(init, body_fun):
     finally:
         if k > 1:
             m.replay -= 1
+        m.loops.append(("nl.while_loop", None if m.trace else k))
 
 
 def elementwise(op: Op, args: tuple, dtype=None) -> Tensor:
@@ -316,6 +324,28 @@ def broadcast_to(x, shape, dtype=None):
     else:
         isa._mark(out)
     return out
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None):
+    """nl.shared_identity_matrix: an [n, n] identity tile in SBUF of `dtype` (uint8 by default), n <= 128; written
+    into `dst` (an SBUF [n, n] tile of that dtype) when given. The compiler keeps one such constant per dtype and
+    loads it (nki.language.shared_identity_matrix; shared_constant: embedded in the binary, in HBM at load time):
+    counted as one DMA from HBM of its bytes."""
+    n = int(n)
+    if not 1 <= n <= PMAX:
+        raise KernelError(f"nl.shared_identity_matrix: n = {n} must be 1..{PMAX} (the rows are partitions)")
+    if dst is None:
+        dst = ndarray((n, n), dtype, sbuf)
+    elif (not isinstance(dst, Tensor) or dst.buffer is not MemoryRegion.sbuf or tuple(dst.shape) != (n, n)
+          or dst.dtype != np.dtype(dtype)):
+        raise KernelError(f"nl.shared_identity_matrix: dst must be an SBUF [{n}, {n}] tile of {np.dtype(dtype)}, got "
+                          f"{dst!r}")
+    m = machine.current()
+    if not m.trace:
+        dst._np[...] = np.eye(n, dtype=dst.dtype)
+    isa._mark(dst)
+    m.counts.dma(dst.nbytes, True, dst.nbytes, False, m.emitting)
+    return dst
 
 
 def transpose(x, dtype=None):

@@ -16,6 +16,12 @@ two updates, and the result is wrong, as it can be on the chip. Every such acces
 (`Counts.lnc_conflicts`: bytes one core wrote that the other read, or wrote with a different value, in the same
 epoch), so a test can tell a racy kernel from a correct one without knowing its values.
 
+Compiled loops (`nl.fori_loop`, `nl.while_loop`) are dynamic control flow, and "if you use dynamic control flow, and
+this control-flow is different on the different cores, then the behavior is undefined" (lnc.rst, Final Notes): each
+core records the trip counts of the compiled loops it runs, in order, and a call whose cores ran different ones (a
+loop more, or a different count) is refused (`Group.check_loops`). Straight-line code may differ between the cores:
+the compiler specializes each core's program.
+
 The cores run in two threads that take turns (never at the same time); a barrier or the end of the program ends a
 core's turn. A core that ends while the other waits at a barrier, or a barrier with other cores than (0, 1), is
 refused.
@@ -123,6 +129,24 @@ class Group:
                     self._go[c].release()
                     t.join(timeout=0.05)
         return results
+
+    def check_loops(self, loops: list[list[tuple[str, int | None]]]) -> None:
+        """Refuse a call whose cores ran different compiled loops (module docstring); loops[c] is core c's list of
+        (API, trip count), a None count (a while_loop in a trace) matching any."""
+        first = loops[0]
+        for c, other in enumerate(loops[1:], 1):
+            for k in range(max(len(first), len(other))):
+                a = first[k] if k < len(first) else None
+                b = other[k] if k < len(other) else None
+                if a is not None and b is not None and a[0] == b[0] and None in (a[1], b[1]):
+                    continue
+                if a != b:
+                    said = [f"core {i}: " + (f"{x[0]} of {x[1]} iterations" if x else "no such loop")
+                            for i, x in ((0, a), (c, b))]
+                    raise KernelError(f"compiled loop {k + 1} differs between the cores of an LNC=2 call "
+                                      f"({'; '.join(said)}): dynamic control flow that differs between the "
+                                      "cores is undefined (LNC overview); give every core the same trip counts "
+                                      "and leave the rest of a core's share to straight-line code")
 
     def _epoch(self) -> None:
         start = {} if self.trace else {id(s): s.array.copy() for s in self.storages}

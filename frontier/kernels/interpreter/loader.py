@@ -230,6 +230,7 @@ def _run_cores(fn, arrays, scalars, degree: int, trace: bool):
         return program
 
     results = group.run([body(m) for m in machines])
+    group.check_loops([m.loops for m in machines])
     first = _storages(results[0])
     for c, r in enumerate(results[1:], 1):
         if _storages(r) != first:

@@ -76,12 +76,18 @@ class Machine:
         self.memory = Memory(self.counts)
         # ScalarE keeps one fp32 accumulation register per partition across activation instructions; unknown at start
         self.act_regs = np.full(PMAX, np.nan, np.float32)
+        # VectorE's accumulator registers, shared by its accumulating instructions (tensor_scalar_reduce,
+        # range_select: nki.isa.tensor_scalar_reduce); unknown at start
+        self.vec_regs = np.full(PMAX, np.nan, np.float32)
         self.replay = 0  # > 0 inside a compiled loop's second and later iterations: nothing is emitted again
         # What the compiler settled when it emitted each `nc_matmul(accumulate=None)`, in emission order, and where
         # the run stands in that list: a compiled loop's later iterations run the emitted body, so they read the
         # first iteration's choices (each iteration of `nl.fori_loop` / `nl.while_loop` rewinds to the loop's start).
         self.inferred: list[bool] = []
         self.inferred_at = 0
+        # The compiled loops this core ran, in order: (API, trip count; None where a trace cannot know it). At LNC=2
+        # both cores' lists must agree (lnc.Group.check_loops).
+        self.loops: list[tuple[str, int | None]] = []
         self.activation_error = _activation_error.get()
         self._token = None
 

@@ -59,6 +59,18 @@ def _gelu_tanh(x):
     return f32(0.5) * x * (f32(1) + np.tanh(f32(0.7978845608028654) * (x + f32(0.044715) * x * x * x)))
 
 
+def _gelu_sigmoid(x):
+    """x sigmoid(1.702 x): the sigmoid approximation of GELU (the NKI pages name it only; the constant is the GELU
+    paper's, Hendrycks and Gimpel, arXiv 1606.08415)."""
+    return x * _sigmoid(f32(1.702) * x)
+
+
+def _silu_dx(x):
+    """d/dx x sigmoid(x) = sigmoid(x) (1 + x (1 - sigmoid(x)))."""
+    s = _sigmoid(x)
+    return s * (f32(1) + x * (f32(1) - s))
+
+
 _NO_DIVIDE = "multiply by a reciprocal (nisa.reciprocal on VectorE, or nisa.activation(op=nl.reciprocal) on ScalarE)"
 
 
@@ -109,6 +121,8 @@ _TABLE = [
     Op("silu", lambda x: x * _sigmoid(x), 1, act=True),
     Op("gelu", lambda x: (0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)))).astype(f32), 1, act=True),
     Op("gelu_apprx_tanh", _gelu_tanh, 1, act=True),
+    Op("gelu_apprx_sigmoid", _gelu_sigmoid, 1, act=True),
+    Op("silu_dx", _silu_dx, 1, act=True),
     Op("sin", np.sin, 1, act=True),
     # not on the hardware
     Op("divide", np.divide, 2, hardware=False, hint=_NO_DIVIDE),

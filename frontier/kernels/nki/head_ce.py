@@ -11,7 +11,10 @@ and recomputed by the backward from hidden, W and the saved lse.
 
 Precision: `matmul_dtype` (compile-time: "bfloat16" by default, or "float32") is the dtype of the matmul operands:
 hidden, hidden^T, W and W^T are DMA'd / transposed in it, and the backward's g is written in it; the logits, their
-tanh, the online log-sum-exp, p and every reduction are fp32, as are the outputs.
+tanh, the online log-sum-exp, p and every reduction are fp32, as are the outputs. The DMAs that load hidden in the
+operand dtype at the token loop's runtime addresses ask for software DGE (hardware DGE, which a runtime address may
+get, moves raw bytes and does not cast); the int32 targets are DMA'd as they are into an int32 tile and converted to
+fp32 by VectorE, exact for the vocabulary ids, which must be below 2^24.
 
 Layout: positions on the partitions (128 per tile, the last N % 128), vocabulary along the free dim. Per-position
 values (target, running max, running sum, lse, dloss) are [rows, 1] columns, the per-partition operands of
@@ -24,8 +27,9 @@ Loops: token blocks (pos_block tiles of 128; 0 = as many as fit the SBUF share o
 > vocabulary chunks > token tiles of the block; a block's hidden^T (and, backward, hidden and an fp32 dhidden
 accumulator) stays in SBUF while the chunks of W stream past it, so W is read once per token block and hidden once.
 The token-block loop is a compiled loop, `nl.fori_loop`, over row offsets (HBM rows and columns addressed by
-`.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is; a last short block (N not a
-multiple of the block) is emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
+`.ap(scalar_offset=)`), so the emitted instructions are one block's, whatever N is. At LNC=2 it runs the same number
+of blocks on both cores (`tiles.core_blocks`: dynamic control flow that differs between the cores is undefined), and
+a core's rows after them (a short block, or the extra tile of an odd tile count) are emitted after it. Every PSUM tile is allocated once, as whole 2 KiB banks, and reused, so
 TensorE waits for the engine draining a bank (no double buffering: a tuning step for the hardware, which the
 interpreter does not time).
 
@@ -76,11 +80,12 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
-                    operand, sum_parts, transpose_in, zero_hbm)
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_blocks, core_rows,
+                    least_rows, linear_backward, load_mode, operand, sum_parts, tail_blocks, transpose_in, zero_hbm)
 
 VCHUNK = 512  # forward vocabulary chunk: one PSUM bank of fp32
 CACHE_BYTES = 96 * 1024  # SBUF per partition for a token block's cached tiles (pos_block=0)
+FP32_EXACT = 2 ** 24  # fp32 holds every integer up to this one: the largest vocabulary the targets' compare allows
 MAX_BLOCK_TILES = 8  # at most this many token tiles per block: its body's emitted instructions stay small
 
 
@@ -151,13 +156,14 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     n, d = hidden.shape
     v = w.shape[0]
     assert w.shape == (v, d) and targets.shape == (n,)
+    _check_vocab(v, targets)
     assert 1 <= vchunk and vchunk <= VCHUNK, f"vchunk {vchunk}: one PSUM bank holds at most {VCHUNK} fp32"
     pmax = nl.tile_size.pmax
     mdt, size = operand(matmul_dtype)
     kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
     r_begin, r_end = core_rows(n, pmax, core, cores)  # at LNC=2 each core takes half the token tiles
-    pb = _block_tiles(pos_block, r_end - r_begin, kt_n * pmax * size + 8 * 4)
+    pb = _block_tiles(pos_block, least_rows(n, pmax, cores), kt_n * pmax * size + 8 * 4)  # alike on every core
     loss = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     lse = nl.ndarray((n,), dtype=nl.float32, buffer=nl.shared_hbm)
     tp = nl.ndarray((pmax, BANK_BYTES // size), dtype=mdt, buffer=nl.psum)
@@ -165,16 +171,15 @@ def _forward(hidden, w, targets, bias, has_bias, cap, pos_block, vchunk, matmul_
     io = [hidden, w, targets, bias, loss, lse]
 
     block_rows = pb * pmax
-    nblocks = (r_end - r_begin) // block_rows
+    nblocks = core_blocks(n, pmax, block_rows, cores)  # the same trip count on every core
     tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _fwd_block(io, has_bias, b, 0, tiles, cap, vchunk, mdt, tp, l_ps)
 
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
-    if r_end > r_begin + nblocks * block_rows:
-        r0 = r_begin + nblocks * block_rows
-        _fwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vchunk, mdt, tp, l_ps)
+    for r0, rows in tail_blocks(r_begin + nblocks * block_rows, r_end, block_rows):
+        _fwd_block(io, has_bias, None, r0, chunks(rows, pmax), cap, vchunk, mdt, tp, l_ps)
     return loss, lse
 
 
@@ -192,10 +197,11 @@ def _fwd_block(io, has_bias, reg, r0, block, cap, vchunk, mdt, tp, l_ps):
     nb = len(block)
     ht = nl.ndarray((pmax, nb, kt_n, pmax), dtype=mdt, buffer=nl.sbuf)  # hidden^T per tile
     tgt = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)
+    tgt_i = nl.ndarray((pmax, nb), dtype=targets.dtype, buffer=nl.sbuf)
     for t in range(nb):
         t0, rows = block[t]
         _load_transposed(ht, t, _tile(hidden, reg, r0 + t0, rows, 0, d), rows, dch, mdt, tp)
-        nisa.dma_copy(dst=tgt[0:rows, t:t + 1], src=_column(targets, reg, r0 + t0, rows))  # int32 -> fp32 by the DMA
+        _load_targets(tgt, tgt_i, t, _column(targets, reg, r0 + t0, rows), rows)
     nms = [nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf),
            nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)]  # -(running max), ping-pong by chunk
     ssum = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)
@@ -265,10 +271,24 @@ def _load_transposed(ht, t, src, rows, dch, mdt, tp):
     """ht[:, t] = the transpose of the HBM rows `src` in the operand dtype (the row tile ends with the helper)."""
     d = src.shape[1]
     hrow = nl.ndarray((rows, d), dtype=mdt, buffer=nl.sbuf)
-    nisa.dma_copy(dst=hrow, src=src)
+    nisa.dma_copy(dst=hrow, src=src, dge_mode=load_mode(mdt, src.dtype))
     for k in range(len(dch)):
         d0, dk = dch[k]
         transpose_in(ht[0:dk, t, k, 0:rows], hrow[:, d0:d0 + dk], tp)
+
+
+def _load_targets(tgt, tgt_i, t, src, rows):
+    """tgt[0:rows, t] = the int32 targets `src` (HBM, [rows, 1]) as fp32: the DMA copies them as they are into the
+    int32 tile tgt_i (a DMA at a runtime address does not cast: it may get hardware DGE) and VectorE converts them,
+    exactly, token ids being below 2^24 (`_check_vocab`)."""
+    nisa.dma_copy(dst=tgt_i[0:rows, t:t + 1], src=src)
+    nisa.tensor_copy(dst=tgt[0:rows, t:t + 1], src=tgt_i[0:rows, t:t + 1], engine=nisa.engine.vector)
+
+
+def _check_vocab(v, targets):
+    """The targets are int32 token ids below v, compared in fp32 with iota's ids: exact only below 2^24."""
+    assert targets.dtype == nl.int32, f"targets must be int32 token ids, got {targets.dtype}"
+    assert v <= FP32_EXACT, f"a vocabulary of {v} ids: fp32 holds integers exactly only up to 2^24 = {FP32_EXACT}"
 
 
 def _vocab_block(d, vchunk):
@@ -299,6 +319,7 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     n, d = hidden.shape
     v = w.shape[0]
     assert w.shape == (v, d) and targets.shape == (n,) and lse.shape == (n,) and dloss.shape == (n,)
+    _check_vocab(v, targets)
     assert 1 <= vchunk and vchunk <= VCHUNK, f"vchunk {vchunk}: one PSUM bank holds at most {VCHUNK} fp32"
     pmax = nl.tile_size.pmax
     mdt, size = operand(matmul_dtype)
@@ -307,7 +328,7 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     kt_n = len(chunks(d, pmax))
     cores, core = nl.num_programs(), nl.program_id(0)
     r_begin, r_end = core_rows(n, pmax, core, cores)
-    pb = _block_tiles(pos_block, r_end - r_begin, (d + kt_n * pmax) * size + d * 4 + 8 * 4)
+    pb = _block_tiles(pos_block, least_rows(n, pmax, cores), (d + kt_n * pmax) * size + d * 4 + 8 * 4)
     dh_out = nl.ndarray((n, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dw_out = nl.ndarray((v, d), dtype=nl.float32, buffer=nl.shared_hbm)
     dz_out = nl.ndarray((n, v), dtype=nl.float32, buffer=nl.shared_hbm) if has_bias else None
@@ -324,16 +345,15 @@ def _backward(hidden, w, targets, bias, has_bias, lse, dloss, cap, pos_block, vc
     io = [hidden, w, targets, bias, lse, dloss, dh_out, pw, dz_out]
 
     block_rows = pb * pmax
-    nblocks = (r_end - r_begin) // block_rows
+    nblocks = core_blocks(n, pmax, block_rows, cores)  # the same trip count on every core
     tiles = chunks(block_rows, pmax)
 
     def block_body(b):
         _bwd_block(io, has_bias, b, 0, tiles, cap, vb, mdt, ps)
 
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
-    if r_end > r_begin + nblocks * block_rows:
-        r0 = r_begin + nblocks * block_rows
-        _bwd_block(io, has_bias, None, r0, chunks(r_end - r0, pmax), cap, vb, mdt, ps)
+    for r0, rows in tail_blocks(r_begin + nblocks * block_rows, r_end, block_rows):
+        _bwd_block(io, has_bias, None, r0, chunks(rows, pmax), cap, vb, mdt, ps)
     if cores > 1:
         nisa.core_barrier(parts, (0, 1))
         sum_parts(dw_out, parts, core, cores)
@@ -359,16 +379,18 @@ def _bwd_block(io, has_bias, reg, r0, block, cap, vb, mdt, ps):
     ht = nl.ndarray((pmax, nb, kt_n, pmax), dtype=mdt, buffer=nl.sbuf)
     dha = nl.ndarray((pmax, nb, d), dtype=nl.float32, buffer=nl.sbuf)
     tgt = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)
+    tgt_i = nl.ndarray((pmax, nb), dtype=targets.dtype, buffer=nl.sbuf)
     nlse = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)  # -lse
     dl = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)  # dloss
     ndl = nl.ndarray((pmax, nb), dtype=nl.float32, buffer=nl.sbuf)  # -dloss
     for t in range(nb):
         t0, rows = block[t]
-        nisa.dma_copy(dst=hs[0:rows, t, :], src=_tile(hidden, reg, r0 + t0, rows, 0, d))
+        nisa.dma_copy(dst=hs[0:rows, t, :], src=_tile(hidden, reg, r0 + t0, rows, 0, d),
+                      dge_mode=load_mode(mdt, hidden.dtype))
         for k in range(kt_n):
             d0, dk = dch[k]
             transpose_in(ht[0:dk, t, k, 0:rows], hs[0:rows, t, d0:d0 + dk], tp)
-        nisa.dma_copy(dst=tgt[0:rows, t:t + 1], src=_column(targets, reg, r0 + t0, rows))  # int32 -> fp32 by the DMA
+        _load_targets(tgt, tgt_i, t, _column(targets, reg, r0 + t0, rows), rows)
         nisa.dma_copy(dst=nlse[0:rows, t:t + 1], src=_column(lse, reg, r0 + t0, rows))
         nisa.dma_copy(dst=dl[0:rows, t:t + 1], src=_column(dloss, reg, r0 + t0, rows))
         nisa.tensor_scalar(dst=nlse[0:rows, t:t + 1], data=nlse[0:rows, t:t + 1], op0=nl.multiply, operand0=-1.0)

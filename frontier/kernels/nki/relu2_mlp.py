@@ -22,7 +22,11 @@ engine draining a bank; a tuning step for the hardware).
 
 Compiled loops: the token loop is an `nl.fori_loop` over row offsets (HBM rows addressed by `.ap(scalar_offset=)`),
 so the kernel's emitted instructions do not grow with N (at the trn2 shapes, 16,384 tokens, the unrolled forward
-would emit ~25,000); the ragged last tile (N % 128) and, backward, a last short token block are emitted after it.
+would emit ~25,000); the ragged last tile (N % 128) and, backward, a last short token block are emitted after it. At
+LNC=2 the loop runs the same trip count on both cores (`tiles.core_blocks`: dynamic control flow that differs between
+the cores is undefined) and the core with an extra tile takes it in straight-line code.
+The loop's loads of x and dy in the operand dtype ask for software DGE: a runtime address may get hardware DGE, which
+moves raw bytes and does not cast.
 
 mlp_fwd(x, w1, w2, matmul_dtype). Weights resident in SBUF, loaded once and transposed on TensorE: W1^T [128 d, KT, F]
 and W2^T [128 f, FT, D] (KT F + FT D operands per partition: 50 KiB in bf16 at D = 640, F = 2560; larger models
@@ -67,8 +71,8 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 
-from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_rows, linear_backward,
-                    operand, sum_parts, transpose_in, zero_hbm)
+from .tiles import (BANK_BYTES, BANK_FP32, PSUM_BANKS, accumulate_into, banks, chunks, core_blocks, core_rows,
+                    least_rows, linear_backward, load_mode, operand, sum_parts, tail_blocks, transpose_in, zero_hbm)
 
 CACHE_BYTES = 96 * 1024  # SBUF per partition for the token block's cached tiles in mlp_bwd (pos_block=0)
 MAX_BLOCK_TILES = 8  # at most this many token tiles per mlp_bwd block: its body's emitted instructions stay small
@@ -120,16 +124,15 @@ def mlp_fwd(x, w1, w2, matmul_dtype="bfloat16"):
     w2t = nl.ndarray((pmax, ft_n, d), dtype=mdt, buffer=nl.sbuf)
     _resident_weights(w1, w2, dch, fch, mdt, tp, w1t, w2t)
 
-    r_begin, r_end = core_rows(n, pmax, nl.program_id(0), nl.num_programs())  # LNC=2: half the tiles each
-    full = (r_end - r_begin) // pmax
+    cores = nl.num_programs()
+    r_begin, r_end = core_rows(n, pmax, nl.program_id(0), cores)  # LNC=2: half the tiles each
+    full = core_blocks(n, pmax, pmax, cores)  # whole tiles in the loop: the same trip count on every core
 
     def tile_body(r):
         _fwd_tile(_rows(x, r, 0, pmax), _rows(y, r, 0, pmax), pmax, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps)
 
     nl.fori_loop(r_begin, r_begin + full * pmax, tile_body, step=pmax)
-    if r_end > r_begin + full * pmax:
-        r0 = r_begin + full * pmax
-        rows = r_end - r0
+    for r0, rows in tail_blocks(r_begin + full * pmax, r_end, pmax):
         _fwd_tile(_rows(x, None, r0, rows), _rows(y, None, r0, rows), rows, w1t, w2t, dch, fch, och,
                   mdt, tp, h_ps, y_ps)
     return y
@@ -141,7 +144,7 @@ def _fwd_tile(xv, yv, rows, w1t, w2t, dch, fch, och, mdt, tp, h_ps, y_ps):
     d = xv.shape[1]
     kt_n = len(dch)
     xt = nl.ndarray((rows, d), dtype=mdt, buffer=nl.sbuf)
-    nisa.dma_copy(dst=xt, src=xv)
+    nisa.dma_copy(dst=xt, src=xv, dge_mode=load_mode(mdt, xv.dtype))
     xT = nl.ndarray((pmax, kt_n, pmax), dtype=mdt, buffer=nl.sbuf)
     for k in range(kt_n):
         d0, dk = dch[k]
@@ -190,7 +193,7 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     cores, core = nl.num_programs(), nl.program_id(0)
     r_begin, r_end = core_rows(n, pmax, core, cores)
     per_tile = (2 * d + 2 * kt_n * pmax) * size + d * 4  # x, dy, x^T, dy^T; the fp32 dx accumulator
-    ntiles = (r_end - r_begin + pmax - 1) // pmax
+    ntiles = (least_rows(n, pmax, cores) + pmax - 1) // pmax  # block sizes alike on every core
     pb = pos_block
     if pb == 0:
         pb = max(1, min(ntiles, MAX_BLOCK_TILES, CACHE_BYTES // per_tile))
@@ -216,7 +219,7 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
     ps.append(dw2_ps)
 
     block_rows = pb * pmax
-    nblocks = (r_end - r_begin) // block_rows
+    nblocks = core_blocks(n, pmax, block_rows, cores)  # the same trip count on every core
     tiles = []
     for t in range(pb):
         tiles.append((t * pmax, pmax))
@@ -225,9 +228,8 @@ def mlp_bwd(x, w1, w2, dy, pos_block=0, matmul_dtype="bfloat16"):
         _bwd_block(x, w1, w2, dy, dx, pw1, pw2, b, 0, tiles, fb, mdt, ps)
 
     nl.fori_loop(r_begin, r_begin + nblocks * block_rows, block_body, step=block_rows)
-    if r_end > r_begin + nblocks * block_rows:
-        r0 = r_begin + nblocks * block_rows
-        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, chunks(r_end - r0, pmax), fb, mdt, ps)
+    for r0, rows in tail_blocks(r_begin + nblocks * block_rows, r_end, block_rows):
+        _bwd_block(x, w1, w2, dy, dx, pw1, pw2, None, r0, chunks(rows, pmax), fb, mdt, ps)
     if cores > 1:
         nisa.core_barrier(part1, (0, 1))
         nisa.core_barrier(part2, (0, 1))
@@ -254,8 +256,8 @@ def _bwd_block(x, w1, w2, dy, dx, dw1, dw2, reg, r0, block, fb, mdt, ps):
     dxa = nl.ndarray((pmax, nb, d), dtype=nl.float32, buffer=nl.sbuf)
     for t in range(nb):
         t0, rows = block[t]
-        nisa.dma_copy(dst=xs[0:rows, t, :], src=_rows(x, reg, r0 + t0, rows))
-        nisa.dma_copy(dst=dys[0:rows, t, :], src=_rows(dy, reg, r0 + t0, rows))
+        nisa.dma_copy(dst=xs[0:rows, t, :], src=_rows(x, reg, r0 + t0, rows), dge_mode=load_mode(mdt, x.dtype))
+        nisa.dma_copy(dst=dys[0:rows, t, :], src=_rows(dy, reg, r0 + t0, rows), dge_mode=load_mode(mdt, dy.dtype))
         for k in range(kt_n):
             d0, dk = dch[k]
             transpose_in(xT[0:dk, t, k, 0:rows], xs[0:rows, t, d0:d0 + dk], tp)

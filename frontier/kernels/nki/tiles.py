@@ -1,5 +1,5 @@
 """What the matmul kernels (head_ce, relu2_mlp, newton_schulz) share: PSUM's banks, chunking, operand dtypes,
-TensorE transposes, the token tiles of each core at LNC=2, the HBM sums the backward kernels end with, and the
+TensorE transposes, the token tiles of each core at LNC=2 (compiled loops of the same trip count on every core), the HBM sums the backward kernels end with, and the
 backward of a linear layer over one token tile (the head's and the MLP's).
 
 Kernel code like the kernels themselves (NKI 0.7 traces Python, so a kernel may call helpers of another module, as
@@ -31,6 +31,15 @@ def operand(matmul_dtype):
     return nl.float32, 4
 
 
+def load_mode(dst_dtype, src_dtype):
+    """The DGE mode of a DMA from src_dtype into dst_dtype at a runtime address: software DGE where it converts
+    (hardware DGE moves raw bytes, and a runtime address rules out dge_mode=none), the compiler's choice where it
+    does not."""
+    if dst_dtype == src_dtype:
+        return nisa.dge_mode.unknown
+    return nisa.dge_mode.swdge
+
+
 def banks(cols):
     """Columns of fp32 PSUM covering `cols` in whole banks."""
     return BANK_FP32 * ((cols + BANK_FP32 - 1) // BANK_FP32)
@@ -48,6 +57,31 @@ def core_rows(n, pmax, core, cores):
     ntiles = (n + pmax - 1) // pmax
     t0, t1 = core * ntiles // cores, (core + 1) * ntiles // cores
     return t0 * pmax, min(t1 * pmax, n)
+
+
+def least_rows(n, pmax, cores):
+    """The fewest rows any core's share holds (core_rows): what block sizes are chosen from, alike on every core."""
+    least = n
+    for c in range(cores):
+        b, e = core_rows(n, pmax, c, cores)
+        least = min(least, e - b)
+    return least
+
+
+def core_blocks(n, pmax, block_rows, cores):
+    """How many whole blocks of block_rows rows every core's compiled token loop runs: the fewest any core's share
+    holds, so that the loop's trip count is the same on every core (at LNC=2, dynamic control flow that differs
+    between the cores is undefined: the LNC overview); each core's rows after them go to straight-line code
+    (`tail_blocks`)."""
+    return least_rows(n, pmax, cores) // block_rows
+
+
+def tail_blocks(r0, r_end, block_rows):
+    """[(start, rows)] covering rows r0..r_end in blocks of at most block_rows (the last one ragged)."""
+    out = []
+    for s, w in chunks(r_end - r0, block_rows):
+        out.append((r0 + s, w))
+    return out
 
 
 def sum_parts(out, parts, core, cores):
