@@ -219,6 +219,32 @@ def cmd_compressors(a) -> int:
     return 0
 
 
+def cmd_count_model(a) -> int:
+    from ..data.dataset import Dataset, profile_dataset
+    from .bench_records import cli_command, default_record_dir
+    from .count_model import run_count_model_bench
+
+    orders = _orders(a.orders)
+    dataset = Dataset(a.data) if a.data else profile_dataset(a.profile)
+    command = cli_command("count-model", [], {"--profile": a.profile, "--orders": a.orders, "--data": a.data})
+    result = run_count_model_bench(dataset, a.profile, a.out or default_record_dir(a.profile), command=command,
+                                   orders=orders)
+    print(f"bench record: {result['path']}")
+    return 0
+
+
+def _orders(text: str) -> tuple[int, ...]:
+    """The --orders of `count-model`: whole numbers >= 1, comma-separated; anything else is one error line."""
+    try:
+        orders = tuple(sorted({int(v) for v in text.split(",")}))
+    except ValueError:
+        orders = ()
+    if not orders or orders[0] < 1:
+        raise UserError(f"--orders {text!r} is not a list of context lengths",
+                        "pass whole numbers >= 1 separated by commas, e.g. --orders 4,8,16")
+    return orders
+
+
 def cmd_bench_ngram(a) -> int:
     from .bench_records import cli_command, default_record_dir
     from .bench_ngram import VARIANTS, format_ngram_bench, run_ngram_bench
@@ -369,6 +395,7 @@ def register(sub) -> None:
     command."""
     from ..devices import DEVICES
     from .compare import ALPHA, KEEP_ALPHA, noise_rule
+    from .count_model import ORDERS as COUNT_ORDERS
     from .ladder import latest_ladder_record
 
     s = sub.add_parser("card", help="a run's record card: score, reproducing command, settings, sizes, speed",
@@ -495,6 +522,16 @@ def register(sub) -> None:
                       "on validation and test (where the data has one), given the training text as context "
                       "(8 x (compressed(train + split) - compressed(train)) / split bytes), and on the split alone "
                       "(frontier.study.compressors).", profile="whose corpus (default cpu)", repeats=False)
+    s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
+
+    s = _bench_parser(sub, "count-model", cmd_count_model, "the exact count model alone against PPMd, static and "
+                      "adaptive", "Count the training split with exact contexts (every length up to the longest "
+                      "order + 1, timed: tokens a second), fit the learned escapes on folds of training documents, and "
+                      "score validation and test statically (training counts alone) and adaptively (each token scored, "
+                      "then counted), beside the newest compressor record of the same data "
+                      "(frontier.study.count_model).", profile="whose corpus (default cpu)", repeats=False)
+    s.add_argument("--orders", default=",".join(map(str, COUNT_ORDERS)),
+                   help=f"comma-separated longest context lengths in tokens (default {','.join(map(str, COUNT_ORDERS))})")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
 
     s = _bench_parser(sub, "bench-versions", cmd_bench_versions, "time recipes under several versions of the code, "
