@@ -148,3 +148,26 @@ def test_threads_make_the_same_partition():
         assert ((a < 0) == (b < 0)).all() and (a[a < 0] == b[b < 0]).all()
         m = a >= 0
         assert len(set(zip(a[m].tolist(), b[m].tolist()))) == len(set(a[m].tolist())) == len(set(b[m].tolist()))
+
+
+def test_the_bench_scores_both_splits_and_places_ppmd_beside(tmp_path, corpus_dir, capsys):
+    """`frontier count-model` on a small corpus with a test split: one record, every order scored on validation
+    and test, static and adaptive, the compressor record of the same data beside it; a bad --orders is one line."""
+    from frontier.cli import main
+    from frontier.data.dataset import prepare
+    from frontier.study.bench_records import load_bench_record, records
+    from frontier.study.compressors import run_compressor_bench
+
+    data = prepare(tmp_path / "data", text=[str(corpus_dir)], vocab_size=512, test_fraction=0.1, log=lambda m: None)
+    out = tmp_path / "bench"
+    run_compressor_bench(data, "smoke", out, log=lambda m: None)
+    assert main(["count-model", "--data", str(data.folder), "--orders", "2,3", "--out", str(out)]) == 0
+    rec = load_bench_record(records(out, "count-model")[0]["path"])
+    assert [r["order"] for r in rec["rows"]] == [2, 3]
+    for row in rec["rows"]:
+        for split in ("val", "test"):
+            for kind in ("static", "adaptive"):
+                assert 0 < row[f"{split}_bpb_{kind}"] < 12
+    assert rec["compressors"]["rows"] and rec["counting"]["tokens_per_s"] > 0
+    assert main(["count-model", "--data", str(data.folder), "--orders", "0,x", "--out", str(out)]) == 2
+    assert "--orders '0,x' is not a list of context lengths" in capsys.readouterr().err

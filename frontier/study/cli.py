@@ -222,13 +222,21 @@ def cmd_compressors(a) -> int:
 def cmd_count_model(a) -> int:
     from ..data.dataset import Dataset, profile_dataset
     from .bench_records import cli_command, default_record_dir
-    from .count_model import run_count_model_bench
+    from .count_model import run_count_model_bench, run_counting_bench, run_mix_screen
 
     orders = _orders(a.orders)
+    if a.counting and a.mix:
+        raise UserError("--counting times counting alone, and --mix scores a run", "pass one of them")
     dataset = Dataset(a.data) if a.data else profile_dataset(a.profile)
-    command = cli_command("count-model", [], {"--profile": a.profile, "--orders": a.orders, "--data": a.data})
-    result = run_count_model_bench(dataset, a.profile, a.out or default_record_dir(a.profile), command=command,
-                                   orders=orders)
+    command = cli_command("count-model", [], {"--profile": a.profile, "--orders": a.orders, "--data": a.data,
+                                              "--counting": a.counting, "--mix": a.mix})
+    out = a.out or default_record_dir(a.profile)
+    if a.counting:
+        result = run_counting_bench(dataset, a.profile, out, command=command, order=max(orders))
+    elif a.mix:
+        result = run_mix_screen(a.mix, dataset, a.profile, out, command=command, order=max(orders))
+    else:
+        result = run_count_model_bench(dataset, a.profile, out, command=command, orders=orders)
     print(f"bench record: {result['path']}")
     return 0
 
@@ -533,6 +541,10 @@ def register(sub) -> None:
     s.add_argument("--orders", default=",".join(map(str, COUNT_ORDERS)),
                    help=f"comma-separated longest context lengths in tokens (default {','.join(map(str, COUNT_ORDERS))})")
     s.add_argument("--data", metavar="DIR", help="a prepared data folder (default: the profile's corpus)")
+    s.add_argument("--counting", action="store_true", help="only time counting the training split (3 rounds, the "
+                   "longest order; a record of kind count-model-counting), on a machine with nothing else running")
+    s.add_argument("--mix", metavar="RUN_DIR", help="also mix a trained run's network with the count model at the "
+                   "longest order, the weight fitted on validation (a screen; a record of kind count-model-mix)")
 
     s = _bench_parser(sub, "bench-versions", cmd_bench_versions, "time recipes under several versions of the code, "
                       "side by side", "Each VERSION (a checkout folder, or a commit checked out into a temporary "

@@ -30,8 +30,8 @@ import numpy as np
 from ..data.dataset import Dataset
 
 DEFAULT_CONTEXT_BYTES = 64 << 20
-# PPMd's model memory: enough to hold the model of the whole training text (the docstrings corpus scores the same at
-# 1, 2 and 3 GiB, and worse at 256 MiB, where the model fills and restarts: docs/log.md); each row records it.
+# PPMd's model memory: enough to hold the model of the whole training text (at 256 MiB it fills on the docstrings
+# corpus and restarts: docs/log.md); each row records it.
 PPMD_MEM = 2 << 30
 
 

@@ -114,6 +114,15 @@ def _same_free(op: str, a: Tensor, b: Tensor) -> None:
                           "tensor_scalar with a [P, 1] operand)")
 
 
+
+def _reduce_res(reduce_res, data, name_):
+    """A reduction's result tile, where one is given: [P, 1] on the data's partitions."""
+    if reduce_res is not None:
+        _tile(reduce_res, "reduce_res", name_)
+        _lanes(name_, data, reduce_res)
+        if reduce_res.free_size != 1:
+            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+
 def _operand(x, data: Tensor, op: str, role: str, fp32: bool = False) -> np.ndarray | np.float32:
     """A compile-time scalar, or a [P, 1] tile (fp32 where the ISA says so) broadcast along the free dims of `data`."""
     if isinstance(x, Tensor):
@@ -620,11 +629,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         raise UnsupportedError(f"{name_}: reduce_cmd.load_reduce is not in the interpreted subset")
     if reduce_cmd in (_RC.reduce, _RC.reset_reduce) and reduce_op is None:
         raise KernelError(f"{name_}: reduce_cmd={reduce_cmd.name} needs reduce_op=nl.add")
-    if reduce_res is not None:
-        _tile(reduce_res, "reduce_res", name_)
-        _lanes(name_, data, reduce_res)
-        if reduce_res.free_size != 1:
-            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    _reduce_res(reduce_res, data, name_)
     s = _operand(scale, data, name_, "scale", fp32=True)
     b = f32(0) if bias is None else _operand(bias, data, name_, "bias")
     m = machine.current()
@@ -917,11 +922,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     _same_free(name_, dst, data)
     if data.ndim > 4 or dst.ndim > 4:
         raise KernelError(f"{name_}: data and dst have at most three free dims, got {data.shape} and {dst.shape}")
-    if reduce_res is not None:
-        _tile(reduce_res, "reduce_res", name_)
-        _lanes(name_, data, reduce_res)
-        if reduce_res.free_size != 1:
-            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    _reduce_res(reduce_res, data, name_)
     if o0.arity == 1 and operand0 not in (None, 0, 0.0):
         raise KernelError(f"{name_}: operand0 must be None or 0 for the unary {o0!r}")
     _count("vector", data)
@@ -981,11 +982,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
             raise KernelError(f"{name_}: {role} must be an fp32 tile with one element per partition, got {b!r}")
         _tile(b, role, name_)
         _lanes(name_, on_true_tile, b)
-    if reduce_res is not None:
-        _tile(reduce_res, "reduce_res", name_)
-        _lanes(name_, on_true_tile, reduce_res)
-        if reduce_res.free_size != 1:
-            raise KernelError(f"{name_}: reduce_res must be [P, 1], got {reduce_res.shape}")
+    _reduce_res(reduce_res, on_true_tile, name_)
     f = on_true_tile.free_size
     if not (-2**24 <= range_start and range_start + f - 1 <= 2**24):
         raise KernelError(f"{name_}: range_start + free index must stay within 2^24 in magnitude (compared in fp32), "
