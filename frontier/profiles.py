@@ -7,7 +7,7 @@
   trained data-parallel by 4 processes (one per logical NeuronCore; `nproc`) sharing each batch of 32.
 - `trn2-dry`: the `trn2` profile at tiny shapes (depth 2, width 32, 4 x 32 tokens a step, a one-second wall-clock
   budget, 2 seeds): everything else is trn2's (the fixed vocabulary of 8,192, the wall clock, 4 processes), so that
-  the book runs through trn2's code paths in seconds a chapter (`tests/test_notebooks_trn2.py` runs every chapter at
+  the book runs through trn2's code paths on a CPU (`tests/test_notebooks_trn2.py` runs every chapter at
   it on a stand-in Neuron device, on a small data folder prepared at 8,192; without `--data` it trains on the
   embedded corpus). Its numbers say that code runs, never what it finds.
 
