@@ -5,6 +5,11 @@
 - `gpu`: the competition baseline's size on one CUDA GPU.
 - `trn2`: the competition itself: one Trn2 chip, 1,800 charged seconds, vocabulary 8,192, depth 10 (~60M parameters),
   trained data-parallel by 4 processes (one per logical NeuronCore; `nproc`) sharing each batch of 32.
+- `trn2-dry`: the `trn2` profile at tiny shapes (depth 2, width 32, 4 x 32 tokens a step, a one-second wall-clock
+  budget, 2 seeds): everything else is trn2's (the fixed vocabulary of 8,192, the wall clock, 4 processes), so that
+  the book runs through trn2's code paths on a CPU (`tests/test_notebooks_trn2.py` runs every chapter at
+  it on a stand-in Neuron device, on a small data folder prepared at 8,192; without `--data` it trains on the
+  embedded corpus). Its numbers say that code runs, never what it finds.
 
 A profile's `corpus` is the named corpus (`frontier.data.corpus.CORPORA`) it trains on without `--data`: the
 docstrings corpus for `cpu`, `gpu` and `trn2` (8.0M training tokens at vocabulary 1,024, a test split; a `cpu` run
@@ -56,6 +61,9 @@ class Profile:
     clock: str = "wall"  # how a budget is charged by default: "wall", "reference" or "steps" (`frontier.train.clock`)
     probe: str | None = None  # the speed probe of the reference clock (`frontier.train.probes`) ...
     probe_ref_s: float | None = None  # ... and its time on the reference machine at this profile's shapes (seconds)
+    # its runs check that code runs, not what it finds (smoke, trn2-dry): the chapters take their short branches (a
+    # few steps for an equal-steps comparison, benches at the profile's own tiny shapes)
+    dry_run: bool = False
 
 
 # The competition's setting (trn2); the gpu profile is the same run on one CUDA GPU, its vocabulary not fixed and
@@ -93,6 +101,13 @@ CPU_PROBE_REF_S = 0.1472
 # Records made before keep these sizes in their configs; `resolve(..., ngram=CPU_NGRAM_TABLES_BEFORE)` rebuilds them.
 CPU_NGRAM_TABLES_BEFORE = {"buckets_log2": 18, "seen_log2": 24}
 
+# The book's dry run: trn2's setting at shapes that run in seconds on a CPU (a stand-in Neuron device in the tests).
+DRY_RUN = dataclasses.replace(
+    COMPETITION, name="trn2-dry", summary="the trn2 profile at tiny shapes, seconds a run: the book's dry run of trn2's "
+    "code paths (fixed vocabulary 8,192, wall clock), numbers that say nothing", n_layer=2, n_embd=32, n_head=2,
+    n_kv_head=2, seq_len=32, batch_size=4, budget_s=1.0, bigram_rows=2**10, ngram_buckets_log2=10, ngram_seen_log2=12,
+    eval_batch_size=4, seeds=2, log_every=1, uncharged_steps=2, corpus="embedded", dry_run=True)
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in [
@@ -119,6 +134,7 @@ PROFILES: dict[str, Profile] = {
             clock="steps",
             probe="gpt-step-1",
             probe_ref_s=SMOKE_PROBE_REF_S,
+            dry_run=True,
         ),
         Profile(
             name="cpu",
@@ -145,6 +161,7 @@ PROFILES: dict[str, Profile] = {
         dataclasses.replace(COMPETITION, name="gpu", summary="one CUDA GPU: the competition baseline's model "
                             "(depth 10, width 640, ~60M parameters)", fixed_vocab=False, nproc=1),
         COMPETITION,
+        DRY_RUN,
     ]
 }
 

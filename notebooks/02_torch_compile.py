@@ -130,7 +130,7 @@ from frontier.study import experiments as ex
 from frontier.study.bench import format_bench
 from frontier.study.compare import judge_speed
 
-COLD = ch.profile.name != "smoke"  # compile from scratch; the smoke profile only checks that the chapter runs
+COLD = not ch.profile.dry_run  # compile from scratch; a dry-run profile only checks that the chapter runs
 bench = ex.bench(["baseline", "compile"], ch.profile, root=ch.root, data=str(ch.data.folder), steps=10, repeats=5,
                  cold=COLD, memory=False, log=ch.log)
 speed = judge_speed(bench, "baseline", "compile")
@@ -176,7 +176,7 @@ from frontier.study.bench_records import newest_record
 same_data = lambda r: Path(r["arguments"].get("data") or "").name == Path(ch.data.folder).name  # benched on this data
 bench = (newest_record(ch.root / ch.profile.name / "bench", "bench", ["baseline", "compile"], match=same_data)
          or ex.bench(["baseline", "compile"], ch.profile, root=ch.root, data=str(ch.data.folder), steps=10,
-                     repeats=5, cold=ch.profile.name != "smoke", memory=False, log=ch.log))
+                     repeats=5, cold=not ch.profile.dry_run, memory=False, log=ch.log))
 eager, comp = (next(r for r in bench["rows"] if r["recipe"] == name) for name in ("baseline", "compile"))
 compile_s = comp["first_step_s"] - comp["step_ms_median"] / 1000
 saving_s = (eager["step_ms_median"] - comp["step_ms_median"]) / 1000
@@ -406,7 +406,7 @@ from frontier.study.compare import judge_speed
 same_data = lambda r: Path(r["arguments"].get("data") or "").name == Path(ch.data.folder).name  # benched on this data
 bench = (newest_record(ch.root / ch.profile.name / "bench", "bench", ["baseline", "compile"], match=same_data)
          or ex.bench(["baseline", "compile"], ch.profile, root=ch.root, data=str(ch.data.folder), steps=10,
-                     repeats=5, cold=ch.profile.name != "smoke", memory=False, log=ch.log))
+                     repeats=5, cold=not ch.profile.dry_run, memory=False, log=ch.log))
 eager = ch.seeds("baseline")
 compiled = ch.seeds("compile")
 speed = judge_speed(bench, "baseline", "compile", eager, compiled)

@@ -151,7 +151,8 @@ print(f"x is {x.numel() * 4:,} bytes; the forward kernel moves x in and y out, o
 #
 # At the `trn2` profile's shapes (10 layers of width 640, 32 × 2,048 tokens a step, vocabulary 8,192) the count runs
 # the interpreter over every kernel for minutes, so the chapter reads the record `frontier kernels --roofline trn2`
-# wrote, or makes it where there is none (the `smoke` profile predicts its own tiny shapes in seconds):
+# wrote, or makes it where there is none (a dry-run profile, `smoke` or `trn2-dry`, predicts its own tiny shapes in
+# seconds):
 
 # %%
 from IPython.display import Markdown, display
@@ -159,7 +160,7 @@ from IPython.display import Markdown, display
 from frontier.study import report
 from frontier.study.roofline import PEAKS, format_roofline, roofline_record
 
-at = "smoke" if ch.profile.name == "smoke" else "trn2"
+at = ch.profile.name if ch.profile.dry_run else "trn2"
 roof = roofline_record(at, ch.root / at / "bench", log=ch.log)
 print(", ".join(f"TensorE {k} {v / 1e12:.0f} TFLOP/s" for k, v in PEAKS.tensor_flops.items()))
 print(format_roofline(roof))
@@ -273,7 +274,7 @@ print(f"{n * v:,} logits = {n * v / CHUNK_ELEMENTS:g} chunks of {CHUNK_ELEMENTS:
 # %%
 from frontier.study.bench_head import format_head_bench, run_head_bench
 
-shapes = ["smoke"] if ch.profile.name == "smoke" else ["cpu", "gpu"]
+shapes = [ch.profile.name] if ch.profile.dry_run else ["cpu", "gpu"]
 head = run_head_bench(shapes, steps=1, repeats=3, out=ch.root / ch.profile.name / "bench", log=ch.log)
 print(format_head_bench(head))
 
@@ -341,7 +342,8 @@ display(Markdown(report.markdown_table(list(table.values()), ["op", "reference",
 print("nki, why not:", next(r["why_not"] for r in status() if r["impl"] == "nki"))
 
 # %% [markdown]
-# and a run that asks for the NKI kernels on a machine without them stops before anything is written, in one line
+# and a run that asks for the NKI kernels on a device without them (here the CPU, named, so that a Neuron host
+# shows the same refusal) stops before anything is written, in one line
 # (`frontier.kernels.check` runs before training, and for the kernel implementations calls every op once at the
 # run's shapes, forward and backward, so a kernel that refuses a shape fails there and not mid-run):
 
@@ -357,23 +359,25 @@ with tempfile.TemporaryDirectory() as tmp:
     err, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         code = frontier_cli(["train", "--recipe", "baseline", "--profile", ch.profile.name, "--kernels", "nki",
-                             "--steps", "1", "--out", str(Path(tmp) / "run")])
+                             "--device", "cpu", "--nproc", "1", "--steps", "1", "--out", str(Path(tmp) / "run")])
     print(f"exit status {code}: {err.getvalue().strip()}")
     print(f"run folder written: {(Path(tmp) / 'run').exists()}")
 
 # %% [markdown]
 # What a fallback would have looked like: suppose the layer had caught that error and run something else instead.
 # The stand-in here is the interpreter, which runs the same kernels instruction by instruction in NumPy.
-# `frontier bench baseline baseline@interpreter` times the two side by side; a reader told the second row was "the
-# NKI model" would conclude the kernels make training many times slower. The record says what ran: each row's
-# `kernel_calls` are counted as the ops execute, not copied from the configuration.
+# `frontier bench baseline baseline@interpreter --device cpu` times the two side by side; a reader told the second
+# row was "the NKI model" would conclude the kernels make training many times slower. The record says what ran: each
+# row's `kernel_calls` are counted as the ops execute, not copied from the configuration. The bench names the CPU
+# device: on a Neuron host `auto` picks the NeuronCore, whose bf16 autocast the fp32 interpreter refuses, so there
+# too the comparison is the one a host can run, reference and interpreter side by side on its CPU.
 
 # %%
 from frontier.study import experiments as ex
 from frontier.study.bench import format_bench
 
-fallback = ex.bench(["baseline", "baseline@interpreter"], ch.profile, root=ch.root,
-                    steps=1 if ch.profile.name == "smoke" else 2, repeats=2, memory=False, log=ch.log)
+fallback = ex.bench(["baseline", "baseline@interpreter"], ch.profile, root=ch.root, data=str(ch.data.folder),
+                    device="cpu", steps=1 if ch.profile.dry_run else 2, repeats=2, memory=False, log=ch.log)
 print(format_bench(fallback))
 for r in fallback["rows"]:
     ran = {i for impls in r["kernel_calls"].values() for i in impls}
@@ -423,7 +427,7 @@ from frontier.kernels.verify import format_inventory, inventory
 from frontier.profiles import get_profile
 from frontier.recipes import resolve
 
-at = get_profile("smoke" if ch.profile.name == "smoke" else "trn2")
+at = get_profile(ch.profile.name if ch.profile.dry_run else "trn2")
 print(f"toolchain: {NAME}; here: {find_real_nki()[1] or 'the real nki is installed'}")
 inv = inventory(resolve("baseline", at), at.batch_size // at.nproc)
 print(format_inventory(inv))
@@ -461,7 +465,7 @@ x = torch.randn(300, ch.profile.n_embd, generator=torch.Generator().manual_seed(
 y, counts = run(rms.rmsnorm_fwd[LNC], x.numpy(), eps=torch.finfo(x.dtype).eps)
 rms_diff = float(np.abs(y - ops.rmsnorm(x, "reference").numpy()).max())
 
-at = "smoke" if ch.profile.name == "smoke" else "trn2"
+at = ch.profile.name if ch.profile.dry_run else "trn2"
 roof = roofline_record(at, ch.root / at / "bench", log=ch.log)
 pred = roof["predictions"][roof["kernel_matmul_peak"]]
 
@@ -496,7 +500,7 @@ box.update(
 from frontier.study.bench_records import load_bench_record
 from frontier.study.roofline import roofline_record
 
-at = "smoke" if ch.profile.name == "smoke" else "trn2"
+at = ch.profile.name if ch.profile.dry_run else "trn2"
 bench = ch.root / ch.profile.name / "bench"
 benches = [roofline_record(at, ch.root / at / "bench", log=ch.log)]
 benches += [load_bench_record(p) for pattern in ("bench-head-*.json", "bench-baseline+baseline@interpreter-*.json")

@@ -246,7 +246,7 @@ from frontier.recipes import resolve
 from frontier.study import experiments as ex
 from frontier.study.bench_table import format_table_bench
 
-smoke = ch.profile.name == "smoke"
+smoke = ch.profile.dry_run  # smoke, trn2-dry: a small bench that checks the code
 dim = resolve("bigram", ch.profile).model.n_embd
 x, _ = TrainLoader(ch.data.train_tokens(), ch.profile.seq_len, ch.profile.batch_size, seed=0).next_batch()
 sizes = [1 << 10, 1 << 11, 1 << 12, 1 << 13] if smoke else [1 << 16, 1 << 17, 1 << 18, 1 << 19]
@@ -307,7 +307,7 @@ from frontier.study.compare import keep, paired_gain
 from frontier.study.report import markdown_table
 
 SEEDS = ch.profile.seeds  # the ladder's 5 seeds (smoke: 2, which checks the code only)
-STEPS = 3 if ch.profile.name == "smoke" else 400  # the leave-one-out's equal steps
+STEPS = 3 if ch.profile.dry_run else 400  # the leave-one-out's equal steps
 with_table = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_table = [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps")
             for s in range(SEEDS)]
@@ -361,7 +361,7 @@ from frontier.study.chapter import machine
 from frontier.study.compare import keep, paired_gain
 
 SEEDS = ch.profile.seeds
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 with_table = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_table = [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps")
             for s in range(SEEDS)]
@@ -395,7 +395,7 @@ from frontier.study.ablation import without
 from frontier.study.bench_records import load_bench_record
 
 SEEDS = ch.profile.seeds
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 recs = ([ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
         + [ch.run(without("ema", "bigram"), s, steps=STEPS, label=f"ema-no-bigram-{STEPS}steps") for s in range(SEEDS)]
         + ch.seeds("compile", SEEDS) + ch.seeds("bigram", SEEDS))

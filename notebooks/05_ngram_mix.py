@@ -274,7 +274,7 @@ from frontier.study.compare import keep, paired_gain
 from frontier.study.report import markdown_table
 
 SEEDS = ch.profile.seeds  # the ladder's 5 seeds (smoke: 2, which checks the code only)
-STEPS = 3 if ch.profile.name == "smoke" else 400  # the leave-one-out's equal steps
+STEPS = 3 if ch.profile.dry_run else 400  # the leave-one-out's equal steps
 with_mix = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_mix = [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]
 bigram, ngram = ch.seeds("bigram", SEEDS), ch.seeds("ngram", SEEDS)
@@ -434,7 +434,7 @@ from frontier.figures import new_figure
 from frontier.train.checkpoint import load_run_model
 
 SEEDS = ch.profile.seeds
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 rec = ch.run("ngram", 0, steps=STEPS, label=f"ngram-{STEPS}steps", need_checkpoint=True)
 model, cfg = load_run_model(rec["run_dir"])
 pi, scale = model.ngram.mixture().detach(), float(model.ngram.scale.detach())
@@ -481,7 +481,7 @@ from frontier.study.bench_records import load_bench_record
 from frontier.train.bpb import evaluate_bpb_adaptive
 from frontier.train.checkpoint import load_run_model
 
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 rec = ch.run("ngram", 0, steps=STEPS, label=f"ngram-{STEPS}steps", need_checkpoint=True)
 model, cfg = load_run_model(rec["run_dir"])
 windows = 8  # scored before each count: a window sees the counts of every window before its eight
@@ -518,7 +518,7 @@ from frontier.study.chapter import machine
 from frontier.study.compare import keep, paired_gain
 
 SEEDS = ch.profile.seeds
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 with_mix = [ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
 no_mix = [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]
 bigram, ngram = ch.seeds("bigram", SEEDS), ch.seeds("ngram", SEEDS)
@@ -549,7 +549,7 @@ from frontier.study.ablation import without
 from frontier.study.bench_records import load_bench_record
 
 SEEDS = ch.profile.seeds
-STEPS = 3 if ch.profile.name == "smoke" else 400
+STEPS = 3 if ch.profile.dry_run else 400
 recs = ([ch.run("ema", s, steps=STEPS, label=f"ema-{STEPS}steps") for s in range(SEEDS)]
         + [ch.run(without("ema", "ngram"), s, steps=STEPS, label=f"ema-no-ngram-{STEPS}steps") for s in range(SEEDS)]
         + ch.seeds("bigram", SEEDS) + ch.seeds("ngram", SEEDS)

@@ -197,7 +197,7 @@ def test_resolve_takes_the_data_vocabulary_unless_the_profile_fixes_it():
     assert resolve("baseline", "cpu", clock="wall").digest() == "b206d3b692965179"
     assert resolve("baseline", "smoke", vocab_size=384).model.vocab_size == 384
     assert resolve("ngram", "gpu", vocab_size=1024).model.vocab_size == 1024
-    assert [p.name for p in PROFILES.values() if p.fixed_vocab] == ["trn2"]
+    assert [p.name for p in PROFILES.values() if p.fixed_vocab] == ["trn2", "trn2-dry"]
     with pytest.raises(UserError) as e:
         resolve("baseline", "trn2", vocab_size=1024)
     assert "\n" not in str(e.value) and "8192" in str(e.value) and "1024" in str(e.value)
