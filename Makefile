@@ -12,7 +12,7 @@ CPU_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(shell ! command -v nvidia-smi >/dev/null 2>&1 && $(PYTHON_BOOT) -c "import urllib.request as u; \
 	u.urlopen('$(CPU_INDEX)/torch/', timeout=5)" >/dev/null 2>&1 && echo $(CPU_INDEX))
 
-.PHONY: demo test book venv clean gpu-check
+.PHONY: demo test test-trn2-dry book venv clean gpu-check
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ demo: $(STAMP)
 # workers made the book's smoke run twice as slow on 2 cores).
 test: $(STAMP)
 	$(PY) -m pytest -q --durations=12
+
+# Every chapter executed at trn2-dry on a stand-in Neuron host (tests/test_notebooks_trn2.py): what a Trn2 host would
+# hit that needs no hardware to find. Tens of minutes on 2 cores, so not part of `make test`.
+test-trn2-dry: $(STAMP)
+	$(PY) -m pytest -q --trn2-dry tests/test_notebooks_trn2.py
 
 # Re-run the chapters: `make book PROFILE=cpu` (into build/book/cpu), `make book PROFILE=cpu ARGS=--in-place`,
 # `make book PROFILE=trn2 DATA=/path/to/prepared/web-text` (every chapter on that data folder).

@@ -29,8 +29,19 @@ def rule_of_three(monkeypatch):
 LONGEST = ("test_a_chapter_runs_under_papermill_on_a_data_folder_of_other_text",)
 
 
+def pytest_addoption(parser):
+    parser.addoption("--trn2-dry", action="store_true",
+                     help="also execute every chapter at trn2-dry on the stand-in Neuron host (tests/test_notebooks_trn2.py: "
+                     "tens of minutes on 2 cores; `make test-trn2-dry`)")
+
+
 def pytest_collection_modifyitems(config, items):
     items[:] = [i for i in items if i.name in LONGEST] + [i for i in items if i.name not in LONGEST]
+    if not config.getoption("--trn2-dry"):
+        skip = pytest.mark.skip(reason="the book's trn2 dry run takes tens of minutes: pass --trn2-dry (make test-trn2-dry)")
+        for item in items:
+            if item.nodeid.startswith("tests/test_notebooks_trn2.py"):
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
