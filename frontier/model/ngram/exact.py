@@ -59,24 +59,32 @@ def context_ids(x: np.ndarray, starts: np.ndarray, levels: int, threads: int = 2
     number of threads in the partition they make, and their numbering depends only on `threads`."""
     x = np.asarray(x, dtype=np.int64)
     n = len(x)
-    pos = np.arange(n, dtype=np.int64)
-    ids, sizes = [x.copy()], [int(x.max()) + 1 if n else 0]
+    if n >= 2**31:
+        raise ValueError(f"a stream of {n:,} tokens has more positions than int32 context ids can name")
+    depth = np.arange(n, dtype=np.int64) - starts  # how far back a context can reach from each position
+    ids, sizes = [x.astype(np.int32)], [int(x.max()) + 1 if n else 0]  # int32: half the memory traffic
     pbits, tbits = max(1, (n - 1).bit_length()), max(1, int(x.max()).bit_length() if n else 1)
+    shared = np.arange(n, dtype=np.int64)  # the positions whose context of the last length has an id
     for k in range(2, levels + 1):
         prev = ids[-1]
-        inside = pos - (k - 1) >= starts
-        g = np.where(inside & (prev == UNIQUE), UNIQUE, OUTSIDE)
-        at = np.flatnonzero(inside & (prev >= 0))
-        gbits = max(1, sizes[-1].bit_length())
-        if gbits + tbits + pbits > 62:
+        at = shared[depth[shared] >= k - 1]
+        if max(1, sizes[-1].bit_length()) + tbits + pbits > 62:
             raise ValueError(f"a stream of {n:,} tokens is too long for one packed sort per context length")
-        parts = [at] if threads <= 1 or len(at) < 1 << 16 else [at[prev[at] % threads == i] for i in range(threads)]
-        with ThreadPoolExecutor(len(parts)) as pool:  # equal contexts share a part; NumPy's sort drops the GIL
+        g = prev.copy()  # UNIQUE stays UNIQUE, OUTSIDE stays OUTSIDE ...
+        g[np.flatnonzero(depth == k - 2)] = OUTSIDE  # ... and the positions whose reach ends here leave
+        if threads > 1 and len(at) >= 1 << 16:
+            odd = (prev[at] & 1).astype(bool)  # equal contexts share a part; NumPy's sort drops the GIL
+            parts = [at[~odd], at[odd]] if threads == 2 else [at[prev[at] % threads == i] for i in range(threads)]
+        else:
+            parts = [at]
+        with ThreadPoolExecutor(len(parts)) as pool:
             runs = list(pool.map(lambda a: _runs(prev, x, a, k, tbits, pbits), parts))
-        offset = 0
+        offset, kept = 0, []
         for where, number in runs:
-            g[where] = np.where(number < 0, UNIQUE, number + offset)
+            g[where] = np.where(number < 0, UNIQUE, number + offset).astype(np.int32)
+            kept.append(where[number >= 0])
             offset += int(number.max()) + 1 if len(number) and number.max() >= 0 else 0
+        shared = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
         ids.append(g)
         sizes.append(offset)
     return ids, sizes
@@ -85,7 +93,7 @@ def context_ids(x: np.ndarray, starts: np.ndarray, levels: int, threads: int = 2
 def _runs(prev, x, at, k, tbits, pbits):
     """The positions `at` sorted by (context of length k-1, the token before it), and for each the number of its
     run among the runs seen twice or more (-1: a run of one)."""
-    key = (prev[at] << (tbits + pbits)) | (x[at - (k - 1)] << pbits) | at
+    key = (prev[at].astype(np.int64) << (tbits + pbits)) | (x[at - (k - 1)] << pbits) | at
     key.sort()
     run = key >> pbits
     first = np.empty(len(run), dtype=bool)
@@ -176,7 +184,7 @@ def evidence(x: np.ndarray, starts: np.ndarray, ids: list[np.ndarray], sizes: li
         parent[pair[ok]] = g[ok]
         T = np.bincount(parent[parent >= 0], minlength=sizes[k - 1]).astype(np.float64)
         T += np.bincount(g[counted & (pair == UNIQUE) & (g >= 0)], minlength=sizes[k - 1])  # continuations seen once
-        gp, pp = g[positions], pair[positions]
+        gp, pp = g[positions].astype(np.int64), pair[positions]
         has_g, has_p = gp >= 0, pp >= 0
         # groups: (context or pair, segment); a position without one is a group of its own
         gg = np.where(has_g, gp * nseg + seg, -1 - np.arange(m))
