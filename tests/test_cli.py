@@ -48,7 +48,7 @@ def test_recipes_and_profiles_list_one_line_each():
     code, out, _ = run_cli("recipes")
     assert code == 0 and out.splitlines()[0].startswith("baseline")
     code, out, _ = run_cli("profiles")
-    assert code == 0 and {l.split()[0] for l in out.splitlines()} == {"smoke", "cpu", "gpu", "trn2"}
+    assert code == 0 and {l.split()[0] for l in out.splitlines()} == {"smoke", "cpu", "gpu", "trn2", "trn2-dry"}
 
 
 def test_prepare_train_eval_compare_on_own_text(tmp_path, corpus_dir, capsys):
