@@ -162,6 +162,16 @@ def _mark(dst: Tensor, how: int = BY_OTHER) -> None:
         dst._written[...] = how
 
 
+def _traced(*tiles: Tensor | None) -> bool:
+    """In a trace: mark the tiles an instruction writes (None: not given) and say so; else False."""
+    if not _tracing():
+        return False
+    for t in tiles:
+        if t is not None:
+            _mark(t)
+    return True
+
+
 def _write(dst: Tensor, values: np.ndarray, how: int = BY_OTHER) -> None:
     values = np.asarray(values, dtype=f32).reshape(dst.shape)
     if not is_float(dst.dtype):
@@ -926,10 +936,7 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
     if o0.arity == 1 and operand0 not in (None, 0, 0.0):
         raise KernelError(f"{name_}: operand0 must be None or 0 for the unary {o0!r}")
     _count("vector", data)
-    if _tracing():
-        _mark(dst)
-        if reduce_res is not None:
-            _mark(reduce_res)
+    if _traced(dst, reduce_res):
         return
     x = data.read()
     out = o0.apply(x) if o0.arity == 1 else o0.apply(x, _operand(operand0, data, name_, "operand0", fp32=True))
@@ -988,10 +995,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
         raise KernelError(f"{name_}: range_start + free index must stay within 2^24 in magnitude (compared in fp32), "
                           f"got {range_start}..{range_start + f - 1}")
     _count("vector", on_true_tile)
-    if _tracing():
-        _mark(dst)
-        if reduce_res is not None:
-            _mark(reduce_res)
+    if _traced(dst, reduce_res):
         return
     p = on_true_tile.partitions
     idx = (range_start + np.arange(f, dtype=np.float64)).astype(f32)[None, :]
