@@ -107,19 +107,17 @@ def _runs(prev, x, at, k, tbits, pbits):
     return key & ((1 << pbits) - 1), number
 
 
-def _within(groups: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For items in stream order with group ids (>= 0): the weights of earlier items of the same group summed
-    (before), and of all items of the group (total)."""
+def _within(groups: np.ndarray, *weights: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """For items in stream order with group ids (>= 0), per weight array: the weights of earlier items of the same
+    group summed (before), and of all items of the group (total). One sort of the groups serves every weight."""
     m = len(groups)
     if m == 0:
-        return np.zeros(0), np.zeros(0)
+        return [(np.zeros(0), np.zeros(0)) for _ in weights]
     pbits = max(1, (m - 1).bit_length())
     key = (groups.astype(np.int64) << pbits) | np.arange(m, dtype=np.int64)
     key.sort()
     order = key & ((1 << pbits) - 1)
     g = key >> pbits
-    w = weights[order].astype(np.float64)
-    cs = np.cumsum(w)
     first = np.empty(m, dtype=bool)
     first[:1] = True
     np.not_equal(g[1:], g[:-1], out=first[1:])
@@ -128,11 +126,15 @@ def _within(groups: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.nda
     last[-1:] = True
     last[:-1] = first[1:]
     end = np.minimum.accumulate(np.where(last, np.arange(m), m - 1)[::-1])[::-1]
-    before_sorted = cs - w - (cs[start] - w[start])
-    total_sorted = cs[end] - (cs[start] - w[start])
-    before, total = np.empty(m), np.empty(m)
-    before[order], total[order] = before_sorted, total_sorted
-    return before, total
+    out = []
+    for weight in weights:
+        w = weight[order].astype(np.float64)
+        cs = np.cumsum(w)
+        base = cs[start] - w[start]
+        before, total = np.empty(m), np.empty(m)
+        before[order], total[order] = cs - w - base, cs[end] - base
+        out.append((before, total))
+    return out
 
 
 @dataclass
@@ -190,17 +192,15 @@ def evidence(x: np.ndarray, starts: np.ndarray, ids: list[np.ndarray], sizes: li
         gg = np.where(has_g, gp * nseg + seg, -1 - np.arange(m))
         pg = np.where(has_p, pp * nseg + seg, -1 - np.arange(m))
         gg, pg = gg - gg.min(), pg - pg.min()
-        n_before, n_own = _within(gg, mine * has_g)
-        c_before, c_own = _within(pg, mine * has_p)
-        _, c_static_own = _within(pg, own * has_p)
-        _, n_static_own = _within(gg, own * has_g)
+        (n_before, _), (_, n_static_own) = _within(gg, mine * has_g, own * has_g)
+        (c_before, _), (_, c_static_own) = _within(pg, mine * has_p, own * has_p)
         pcp = np.where(has_p, pc[np.maximum(pp, 0)], 0.0)
         # continuations of the context found only in this segment (among the counted positions): subtracted from
         # the static T, and new types for the adaptive part at their first occurrence in the segment
         exclusive = (pp == UNIQUE) | (has_p & (pcp - c_static_own <= 0))
         first_here = exclusive & (c_before == 0) & (mine > 0) & has_g
-        _, t_static_own = _within(gg, (first_here & (own > 0)).astype(np.float64))
-        t_before, _ = _within(gg, first_here.astype(np.float64))
+        (_, t_static_own), (t_before, _) = _within(gg, (first_here & (own > 0)).astype(np.float64),
+                                                   first_here.astype(np.float64))
         out["Ns"][k - 1] = np.where(has_g, N[np.maximum(gp, 0)] - n_static_own, 0)
         out["Ts"][k - 1] = np.where(has_g, T[np.maximum(gp, 0)] - t_static_own, 0)
         out["Cs"][k - 1] = np.where(has_p, pcp - c_static_own, 0)
@@ -209,10 +209,8 @@ def evidence(x: np.ndarray, starts: np.ndarray, ids: list[np.ndarray], sizes: li
         out["Ce"][k - 1] = np.where(has_p, c_before, 0)
     c0 = np.bincount(x[1:][counted[:-1]], minlength=vocab).astype(np.float64)
     yg = y * nseg + seg
-    c0_before, _ = _within(yg, mine)
-    _, c0_own = _within(yg, own)
-    _, n0_own = _within(seg, own)
-    n0_before, _ = _within(seg, mine)
+    (c0_before, _), (_, c0_own) = _within(yg, mine, own)
+    (n0_before, _), (_, n0_own) = _within(seg, mine, own)
     return Evidence(C0s=c0[y] - c0_own, N0s=c0.sum() - n0_own, C0e=c0_before, N0e=n0_before, **out)
 
 
